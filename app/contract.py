@@ -1,0 +1,45 @@
+"""What the job and the controller agree on: names, labels, paths and exit codes.
+
+Both sides import these; neither spells them out again.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+GROUP = "streamq.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "StreamingQuery"
+PLURAL = "streamingqueries"
+SHORT_NAME = "sq"
+
+# Labels on everything the operator creates for a query.
+LABEL_QUERY = f"{GROUP}/query"
+LABEL_COMPONENT = f"{GROUP}/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "streamq"
+
+# Paths inside the driver pod.
+SPEC_MOUNT_DIR = "/etc/streamq"
+SPEC_FILE_NAME = "query.json"
+SECRETS_MOUNT_DIR = "/var/run/secrets/streamq"
+TERMINATION_LOG = "/dev/termination-log"
+PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
+SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
+JARS_DIR_ENV = "STREAMQ_JARS_DIR"
+
+
+class ExitCode(IntEnum):
+    """How the job ended. The controller retries only what retrying can fix."""
+
+    OK = 0  # stopped on request, or an availableNow run finished
+    INVALID_SPEC = 64  # the spec breaks a rule: fix the resource
+    QUERY_REFUSED = 65  # Spark's analyser refused the query: fix the resource
+    SOURCE_UNAVAILABLE = 69  # broker unreachable or topic missing at start: retry
+    QUERY_FAILED = 70  # the query died while running: restart from the checkpoint
+    INTERRUPTED = 130  # SIGINT
+
+    @property
+    def retryable(self) -> bool:
+        return self not in (ExitCode.OK, ExitCode.INVALID_SPEC, ExitCode.QUERY_REFUSED)

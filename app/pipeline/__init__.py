@@ -1,0 +1,1 @@
+"""From a spec to a running Spark query: session, plan, progress."""

@@ -1,0 +1,68 @@
+"""Kafka credentials from a mounted Secret, turned into client options.
+
+The values are read from files at start and handed straight to Spark; they are
+never logged and never written back anywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from app.contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
+from app.spec.model import KafkaAuth, SaslMechanism
+from app.spec.problems import Problem, SpecError
+
+_LOGIN_MODULES = {
+    SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",
+    SaslMechanism.SCRAM_SHA_256: "org.apache.kafka.common.security.scram.ScramLoginModule",
+    SaslMechanism.SCRAM_SHA_512: "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+
+def secrets_dir() -> Path:
+    return Path(os.environ.get(SECRETS_DIR_ENV, SECRETS_MOUNT_DIR))
+
+
+def _read_secret(path: Path, at: str) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        raise SpecError([Problem(at, f"secret file {path} is missing or unreadable")]) from None
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def read_credentials(auth: KafkaAuth, at: str) -> tuple[str, str]:
+    folder = secrets_dir() / auth.secret_ref.name
+    username = _read_secret(folder / auth.secret_ref.username_key, f"{at}.secretRef.usernameKey")
+    password = _read_secret(folder / auth.secret_ref.password_key, f"{at}.secretRef.passwordKey")
+    return username, password
+
+
+def kafka_auth_options(auth: KafkaAuth | None, at: str) -> dict[str, str]:
+    """Options for Spark's Kafka source and sink (JVM client)."""
+    if auth is None:
+        return {}
+    username, password = read_credentials(auth, at)
+    jaas = f"{_LOGIN_MODULES[auth.mechanism]} required username={_quote(username)} password={_quote(password)};"
+    return {
+        "kafka.security.protocol": auth.security_protocol.value,
+        "kafka.sasl.mechanism": auth.mechanism.value,
+        "kafka.sasl.jaas.config": jaas,
+    }
+
+
+def librdkafka_auth_config(auth: KafkaAuth | None, at: str) -> dict[str, str]:
+    """The same credentials for the job's own checks (confluent-kafka client)."""
+    if auth is None:
+        return {}
+    username, password = read_credentials(auth, at)
+    return {
+        "security.protocol": auth.security_protocol.value,
+        "sasl.mechanisms": auth.mechanism.value,
+        "sasl.username": username,
+        "sasl.password": password,
+    }

@@ -1,0 +1,93 @@
+"""Spec -> streaming DataFrame -> configured writer. Nothing here starts a query."""
+
+from __future__ import annotations
+
+from app.pipeline.credentials import kafka_auth_options
+from app.spec.model import QuerySpec, Transform, spark_interval
+
+
+def query_name(name: str, spec: QuerySpec) -> str:
+    # The memory sink names its table after the query.
+    return spec.sink.memory.table if spec.sink.memory is not None else name
+
+
+def kafka_source_options(spec: QuerySpec) -> dict[str, str]:
+    kafka = spec.source.kafka
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "startingOffsets": kafka.starting_offsets}
+    if kafka.topics is not None:
+        options["subscribe"] = ",".join(kafka.topics)
+    else:
+        options["subscribePattern"] = kafka.pattern
+    options.update(kafka.options)
+    options.update(kafka_auth_options(kafka.auth, "spec.source.kafka.auth"))
+    return options
+
+
+def read_source(spark, spec: QuerySpec, starting_offsets: str | None = None):
+    reader = spark.readStream
+    if spec.source.rate is not None:
+        rate = spec.source.rate
+        return (
+            reader.format("rate")
+            .option("rowsPerSecond", rate.rows_per_second)
+            .option("numPartitions", rate.num_partitions)
+            .load()
+        )
+    options = kafka_source_options(spec)
+    if starting_offsets is not None:
+        options["startingOffsets"] = starting_offsets
+    return reader.format("kafka").options(**options).load()
+
+
+def apply_transform(df, step: Transform):
+    if step.where is not None:
+        return df.where(step.where)
+    if step.select is not None:
+        return df.selectExpr(*step.select)
+    if step.with_column is not None:
+        from pyspark.sql.functions import expr
+
+        return df.withColumn(step.with_column.name, expr(step.with_column.expr))
+    if step.drop is not None:
+        return df.drop(*step.drop)
+    # sql: the previous step is the view `input`; spark.sql analyses eagerly, so
+    # a later step replacing the view does not change this one.
+    df.createOrReplaceTempView("input")
+    return df.sparkSession.sql(step.sql)
+
+
+def build_dataframe(spark, spec: QuerySpec, starting_offsets: str | None = None):
+    df = read_source(spark, spec, starting_offsets)
+    for step in spec.transforms:
+        df = apply_transform(df, step)
+    return df
+
+
+def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None):
+    writer = (
+        df.writeStream.queryName(query_name(name, spec))
+        .outputMode(spec.effective_output_mode.value)
+        .option("checkpointLocation", checkpoint_location or spec.checkpoint.location)
+    )
+    sink = spec.sink
+    if sink.kafka is not None:
+        writer = writer.format("kafka").option("kafka.bootstrap.servers", sink.kafka.bootstrap_servers)
+        writer = writer.option("topic", sink.kafka.topic).options(**sink.kafka.options)
+        writer = writer.options(**kafka_auth_options(sink.kafka.auth, "spec.sink.kafka.auth"))
+    elif sink.console is not None:
+        writer = writer.format("console").option("numRows", sink.console.num_rows)
+        writer = writer.option("truncate", str(sink.console.truncate).lower())
+    else:
+        writer = writer.format("memory")
+    return apply_trigger(writer, spec)
+
+
+def apply_trigger(writer, spec: QuerySpec):
+    trigger = spec.trigger
+    if trigger.continuous is not None:
+        return writer.trigger(continuous=spark_interval(trigger.continuous.checkpoint_interval))
+    if trigger.real_time is not None:
+        return writer.trigger(realTime=spark_interval(trigger.real_time.batch_duration))
+    if trigger.micro_batch is not None:
+        return writer.trigger(processingTime=spark_interval(trigger.micro_batch.interval))
+    return writer.trigger(availableNow=True)

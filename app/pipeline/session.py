@@ -1,0 +1,52 @@
+"""The SparkSession a query runs in: slots, connector jars and the user's conf."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from app.contract import JARS_DIR_ENV
+from app.spec.model import QuerySpec
+
+DEFAULT_CACHE = Path(os.environ.get("STREAMQ_CACHE", Path.home() / ".cache" / "streamq"))
+
+# Defaults tuned for streaming on small machines; the user's sparkConf wins.
+BASE_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.streaming.stopTimeout": "30s",
+    "spark.sql.session.timeZone": "UTC",
+    # Continuous mode polls its epoch coordinator at this period; smaller means lower latency.
+    "spark.sql.streaming.continuous.executorPollIntervalMs": "10",
+}
+
+
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector jars, installed by hack/install-jars.sh (baked into the image)."""
+    folder = Path(os.environ.get(JARS_DIR_ENV) or DEFAULT_CACHE / "jars" / "spark-kafka")
+    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+
+
+def needs_kafka(spec: QuerySpec) -> bool:
+    return spec.source.kafka is not None or spec.sink.kafka is not None
+
+
+def spark_conf(spec: QuerySpec) -> dict[str, str]:
+    conf = dict(BASE_CONF)
+    conf["spark.master"] = f"local[{spec.runtime.parallelism}]"
+    jars = connector_jars()
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    conf.update(spec.runtime.spark_conf)
+    return conf
+
+
+def get_session(spec: QuerySpec, app_name: str):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"streamq-{app_name}")
+    for key, value in spark_conf(spec).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("STREAMQ_SPARK_LOG_LEVEL", "WARN"))
+    return spark

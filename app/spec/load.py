@@ -1,0 +1,81 @@
+"""Read a spec from a file or a StreamingQuery resource, the same way for both."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from app.contract import API_VERSION, KIND
+from app.spec.model import QuerySpec
+from app.spec.problems import Problem, SpecError, problems_from_validation_error
+from app.spec.rules import check_rules
+
+
+@dataclass(frozen=True)
+class QueryDocument:
+    """A spec with the name that identifies its query (and its Spark query name)."""
+
+    name: str
+    namespace: str | None
+    spec: QuerySpec
+
+
+def parse_text(text: str, origin: str = "<spec>") -> Any:
+    try:
+        return yaml.safe_load(text)  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem("", f"{origin} is not valid YAML/JSON: {exc}")]) from None
+
+
+def load_document(data: Any, default_name: str = "query") -> QueryDocument:
+    """Accept either a whole StreamingQuery resource or a bare spec mapping."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem("", f"expected a mapping, got {type(data).__name__}")])
+    if "kind" in data or "apiVersion" in data:
+        problems = []
+        if data.get("kind") != KIND:
+            problems.append(Problem("kind", f"expected {KIND!r}, got {data.get('kind')!r}"))
+        if data.get("apiVersion") != API_VERSION:
+            problems.append(Problem("apiVersion", f"expected {API_VERSION!r}, got {data.get('apiVersion')!r}"))
+        metadata = data.get("metadata") or {}
+        if not isinstance(metadata, dict) or not metadata.get("name"):
+            problems.append(Problem("metadata.name", "a StreamingQuery needs a name"))
+            metadata = {}
+        if problems:
+            raise SpecError(problems)
+        spec = validate_spec(data.get("spec"), prefix="spec")
+        return QueryDocument(str(metadata["name"]), metadata.get("namespace"), spec)
+    return QueryDocument(default_name, None, validate_spec(data, prefix="spec"))
+
+
+def validate_spec(raw: Any, prefix: str = "spec") -> QuerySpec:
+    """Shape and cross-field rules; raises SpecError listing every problem."""
+    if not isinstance(raw, dict):
+        raise SpecError([Problem(prefix, "expected a mapping with source, sink, trigger and checkpoint")])
+    try:
+        spec = QuerySpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(problems_from_validation_error(exc, prefix)) from None
+    problems = check_rules(spec, prefix)
+    if problems:
+        raise SpecError(problems)
+    return spec
+
+
+def load_file(path: str | Path) -> QueryDocument:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError([Problem("", f"cannot read {path}: {exc.strerror}")]) from None
+    return load_document(parse_text(text, str(path)), default_name=path.stem)
+
+
+def dump_spec(spec: QuerySpec) -> str:
+    """The wire form (camelCase JSON), as the controller hands it to the driver."""
+    return json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)

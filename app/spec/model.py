@@ -1,0 +1,319 @@
+"""The StreamingQuery spec: the one model the job reads, the controller validates
+with, and the CRD schema is generated from.
+
+Field names are camelCase on the wire (YAML, the Kubernetes resource) and
+snake_case in Python. Unknown fields are refused everywhere, so a typo never
+silently turns into a default.
+
+Rules that involve one field live here as field constraints; rules that tie
+several fields together live in ``app.spec.rules`` so they can report every
+problem at once, with a path the user can find in their YAML.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
+_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+# host:port pairs, comma-separated: what Kafka clients accept.
+BOOTSTRAP_PATTERN = r"^[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}(,[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5})*$"
+BootstrapServers = Annotated[str, StringConstraints(pattern=BOOTSTRAP_PATTERN)]
+# Kubernetes object names (RFC 1123 subdomain).
+K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+K8sName = Annotated[str, StringConstraints(pattern=K8S_NAME_PATTERN, max_length=253)]
+
+
+def duration_ms(value: str) -> int:
+    """'500ms' -> 500, '2s' -> 2000. The pattern above guarantees the shape."""
+    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", value)
+    if match is None:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 1s, 5m, 1h)")
+    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
+
+
+def spark_interval(value: str) -> str:
+    """Our compact duration as the interval string Spark's trigger() accepts."""
+    return f"{duration_ms(value)} milliseconds"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class OneOf(Model):
+    """A union written as an object with exactly one key set, as Kubernetes APIs do."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        chosen = [name for name in type(self).model_fields if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            choices = ", ".join(to_camel(n) for n in type(self).model_fields)
+            raise ValueError(f"set exactly one of: {choices} (got {len(chosen)})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(to_camel(n) for n in type(self).model_fields if getattr(self, n) is not None)
+
+    @property
+    def value(self):
+        return getattr(self, next(n for n in type(self).model_fields if getattr(self, n) is not None))
+
+
+# --- credentials -------------------------------------------------------------
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class SecurityProtocol(StrEnum):
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+
+class SecretKeyRef(Model):
+    """A Kubernetes Secret, mounted as files into the driver; never copied into the spec."""
+
+    name: K8sName
+    username_key: NonEmptyStr = "username"
+    password_key: NonEmptyStr = "password"
+
+
+class KafkaAuth(Model):
+    mechanism: SaslMechanism = SaslMechanism.PLAIN
+    security_protocol: SecurityProtocol = SecurityProtocol.SASL_PLAINTEXT
+    secret_ref: SecretKeyRef
+
+
+# --- source ------------------------------------------------------------------
+
+
+class KafkaSource(Model):
+    bootstrap_servers: BootstrapServers
+    topics: list[NonEmptyStr] | None = Field(default=None, min_length=1)
+    pattern: NonEmptyStr | None = None
+    starting_offsets: NonEmptyStr = Field(
+        default="latest",
+        description='"earliest", "latest", or Spark\'s JSON form {"topic":{"0":42}}',
+    )
+    options: dict[str, str] = Field(default_factory=dict, description="Extra Spark Kafka source options.")
+    auth: KafkaAuth | None = None
+
+    @model_validator(mode="after")
+    def _topics_or_pattern(self):
+        if (self.topics is None) == (self.pattern is None):
+            raise ValueError("set exactly one of: topics, pattern")
+        return self
+
+
+class RateSource(Model):
+    rows_per_second: int = Field(default=10, ge=1)
+    num_partitions: int = Field(default=1, ge=1)
+
+
+class Source(OneOf):
+    kafka: KafkaSource | None = None
+    rate: RateSource | None = None
+
+
+# --- transforms --------------------------------------------------------------
+
+
+class WithColumn(Model):
+    name: NonEmptyStr
+    expr: NonEmptyStr
+
+
+class Transform(OneOf):
+    """One step of the pipeline, applied in order."""
+
+    where: NonEmptyStr | None = Field(default=None, description="A SQL boolean expression.")
+    select: list[NonEmptyStr] | None = Field(default=None, min_length=1, description="SQL expressions.")
+    with_column: WithColumn | None = None
+    drop: list[NonEmptyStr] | None = Field(default=None, min_length=1)
+    sql: NonEmptyStr | None = Field(default=None, description="A SELECT over the previous step, a view named `input`.")
+
+
+# --- sink --------------------------------------------------------------------
+
+
+class KafkaSink(Model):
+    bootstrap_servers: BootstrapServers
+    topic: NonEmptyStr
+    options: dict[str, str] = Field(default_factory=dict, description="Extra Spark Kafka sink options.")
+    auth: KafkaAuth | None = None
+
+
+class ConsoleSink(Model):
+    num_rows: int = Field(default=20, ge=1)
+    truncate: bool = False
+
+
+class MemorySink(Model):
+    """For tests: rows land in a table named after the query, inside the driver."""
+
+    table: NonEmptyStr
+
+
+class Sink(OneOf):
+    kafka: KafkaSink | None = None
+    console: ConsoleSink | None = None
+    memory: MemorySink | None = None
+
+
+# --- trigger -----------------------------------------------------------------
+
+
+class ContinuousTrigger(Model):
+    checkpoint_interval: Duration = "1s"
+
+
+class RealTimeTrigger(Model):
+    batch_duration: Duration = "5m"
+
+
+class MicroBatchTrigger(Model):
+    interval: Duration = "0s"
+
+
+class AvailableNowTrigger(Model):
+    pass
+
+
+class Trigger(OneOf):
+    continuous: ContinuousTrigger | None = None
+    real_time: RealTimeTrigger | None = None
+    micro_batch: MicroBatchTrigger | None = None
+    available_now: AvailableNowTrigger | None = None
+
+
+class OutputMode(StrEnum):
+    APPEND = "append"
+    UPDATE = "update"
+    COMPLETE = "complete"
+
+
+# --- checkpoint, runtime, lifecycle -------------------------------------------
+
+
+class IncompatibleChange(StrEnum):
+    REFUSE = "refuse"
+    NEW_CHECKPOINT = "newCheckpoint"
+
+
+class PvcVolume(Model):
+    claim_name: K8sName
+
+
+class CheckpointVolume(Model):
+    persistent_volume_claim: PvcVolume | None = None
+    empty_dir: dict[str, str] | None = Field(default=None, description="Test clusters only: lost with the pod.")
+    host_path: NonEmptyStr | None = Field(default=None, description="Single-node clusters only.")
+
+
+class Checkpoint(Model):
+    location: NonEmptyStr = Field(description="A path or URI Spark can write; mounted from `volume` in the driver.")
+    volume: CheckpointVolume | None = None
+    on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
+
+
+class Backend(StrEnum):
+    POD = "pod"
+    SPARK_APPLICATION = "sparkApplication"
+
+
+Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")]
+
+
+class DriverResources(Model):
+    cores: int = Field(default=1, ge=1)
+    memory: Quantity = "1Gi"
+
+
+class ExecutorResources(Model):
+    instances: int = Field(default=0, ge=0, description="0 runs Spark local[parallelism] inside the driver pod.")
+    cores: int = Field(default=1, ge=1)
+    memory: Quantity = "1Gi"
+
+
+class Runtime(Model):
+    backend: Backend = Backend.POD
+    image: NonEmptyStr | None = Field(default=None, description="Defaults to the operator's configured job image.")
+    parallelism: int = Field(default=4, ge=1, le=1024, description="Task slots: local[N] when no executors run.")
+    driver: DriverResources = Field(default_factory=DriverResources)
+    executors: ExecutorResources = Field(default_factory=ExecutorResources)
+    service_account_name: K8sName | None = None
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def task_slots(self) -> int:
+        if self.executors.instances > 0:
+            return self.executors.instances * self.executors.cores
+        return self.parallelism
+
+
+class RestartType(StrEnum):
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+
+
+class Backoff(Model):
+    initial: Duration = "5s"
+    max: Duration = "5m"
+
+
+class RestartPolicy(Model):
+    type: RestartType = RestartType.ALWAYS
+    max_restarts: int | None = Field(default=10, ge=0, description="null: unlimited.")
+    backoff: Backoff = Field(default_factory=Backoff)
+    stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
+
+
+class QuerySpec(Model):
+    """spec of a StreamingQuery."""
+
+    source: Source
+    transforms: list[Transform] = Field(default_factory=list)
+    sink: Sink
+    trigger: Trigger
+    output_mode: OutputMode | None = Field(default=None, description="Defaults to append (update in realTime).")
+    checkpoint: Checkpoint
+    runtime: Runtime = Field(default_factory=Runtime)
+    restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
+    suspend: bool = False
+    restart_nonce: str | None = Field(default=None, description="Change it to force a restart.")
+
+    @field_validator("transforms")
+    @classmethod
+    def _bounded(cls, value):
+        if len(value) > 64:
+            raise ValueError("at most 64 transforms")
+        return value
+
+    @property
+    def mode(self) -> Literal["continuous", "realTime", "microBatch", "availableNow"]:
+        return self.trigger.kind  # type: ignore[return-value]
+
+    @property
+    def effective_output_mode(self) -> OutputMode:
+        if self.output_mode is not None:
+            return self.output_mode
+        return OutputMode.UPDATE if self.mode == "realTime" else OutputMode.APPEND

@@ -1,0 +1,49 @@
+"""How a spec is found wrong: a list of problems, each at a path the user can find."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # dotted, as in the YAML: "spec.transforms[1].sql"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(Exception):
+    """The spec cannot run. Carries every problem found, not just the first."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
+
+
+def _loc_to_path(prefix: str, loc: tuple) -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def problems_from_validation_error(error: ValidationError, prefix: str = "spec") -> list[Problem]:
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        # Pydantic nests union/validator context in the location; keep the
+        # wire names only so the path matches the user's YAML.
+        loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        message = item["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        if item["type"] == "extra_forbidden":
+            message = "unknown field"
+        problems.append(Problem(_loc_to_path(prefix, loc), message))
+    return problems

@@ -1,0 +1,1 @@
+"""Validation beyond the static rules: Spark's own analyser."""

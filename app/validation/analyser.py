@@ -1,0 +1,38 @@
+"""The exact layer of validation: ask Spark's own analyser.
+
+The query is planned and started against a throwaway checkpoint, given a few
+seconds to die on its own (some refusals, such as real-time mode with a rate
+source, come from the query's thread, not from ``start()``), then stopped. No
+broker is needed: Spark analyses before it connects, and the sink never gets a row
+because the query is stopped before its first epoch can commit.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from app.failures import classify, one_line
+from app.contract import ExitCode
+from app.pipeline.plan import build_dataframe, build_writer
+from app.spec.load import QueryDocument
+from app.spec.problems import Problem
+
+GRACE_SECONDS = 4.0
+
+
+def analyse(spark, doc: QueryDocument, grace_s: float = GRACE_SECONDS) -> list[Problem]:
+    """Problems Spark finds in the query; empty when Spark accepts it."""
+    with tempfile.TemporaryDirectory(prefix="streamq-validate-") as scratch:
+        try:
+            df = build_dataframe(spark, doc.spec)
+            query = build_writer(df, f"validate-{doc.name}", doc.spec, checkpoint_location=scratch).start()
+        except Exception as exc:
+            return [Problem("spec", f"Spark refuses the query: {one_line(str(exc))}")]
+        try:
+            query.awaitTermination(grace_s)
+            error = query.exception()
+        finally:
+            query.stop()
+    if error is not None and classify(str(error)) is ExitCode.QUERY_REFUSED:
+        return [Problem("spec", f"Spark refuses the query: {one_line(str(error))}")]
+    return []
