@@ -15,7 +15,7 @@ from app.spec.load import QueryDocument, load_file
 from app.spec.problems import SpecError
 
 cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 SpecPath = Annotated[Path, typer.Argument(help="A StreamingQuery YAML/JSON file, or a bare spec.")]
 

@@ -32,16 +32,19 @@ def classify(message: str) -> ExitCode:
     return ExitCode.QUERY_FAILED
 
 
+_PY4J_PREAMBLE = re.compile(r"^(py4j\.protocol\.Py4JJavaError: )?An error occurred while calling [\w.$]+\.?\s*$")
+_JAVA_PACKAGE = re.compile(r"^(?:[a-z_][\w]*\.)+(?=[A-Z]\w*(?:Exception|Error)\b)")
+
+
 def one_line(message: str, limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
-    """The first line that says something, without JVM stack frames or noise."""
-    lines = [line.strip() for line in str(message).splitlines()]
-    meaningful = [
-        line for line in lines
-        if line and not line.startswith(("at ", "...", "===", "Caused by: java.lang.reflect", "JVM stacktrace"))
-        and not line.startswith("Current ") and not re.fullmatch(r"-+", line)
-    ]
-    text = meaningful[0] if meaningful else "unknown failure"
-    # Py4J wraps the JVM message; the user needs only Spark's part.
-    text = re.sub(r"^(py4j\.protocol\.Py4JJavaError: )?An error occurred while calling [\w.]+\.\s*:?\s*", "", text)
-    text = re.sub(r"^(org\.apache\.spark\.sql\.streaming\.)?StreamingQueryException:\s*", "", text)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """The first line that says something, without JVM stack frames or Py4J wrapping."""
+    for raw in str(message).splitlines():
+        line = raw.strip().lstrip(":").strip()
+        if not line or _PY4J_PREAMBLE.match(line) or re.fullmatch(r"[-=]+", line):
+            continue
+        if line.startswith(("at ", "...", "JVM stacktrace", "Current ")):
+            continue
+        line = re.sub(r"^(org\.apache\.spark\.sql\.streaming\.)?StreamingQueryException:\s*", "", line)
+        line = _JAVA_PACKAGE.sub("", line)
+        return line if len(line) <= limit else line[: limit - 3] + "..."
+    return "unknown failure"

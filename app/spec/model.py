@@ -239,7 +239,8 @@ class Backend(StrEnum):
     SPARK_APPLICATION = "sparkApplication"
 
 
-Quantity = Annotated[str, StringConstraints(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")]
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
 
 
 class DriverResources(Model):

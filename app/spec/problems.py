@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from app.spec import model
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -22,6 +24,15 @@ class SpecError(Exception):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         super().__init__("; ".join(str(p) for p in self.problems))
+
+
+# Regexes are for machines (and the CRD schema); users get these words instead.
+PATTERN_HINTS = {
+    model.DURATION_PATTERN: "a duration like 500ms, 1s, 5m or 1h",
+    model.BOOTSTRAP_PATTERN: "host:port, or several separated by commas",
+    model.K8S_NAME_PATTERN: "a Kubernetes name (lowercase letters, digits, '-' and '.')",
+    model.QUANTITY_PATTERN: "a Kubernetes quantity like 512Mi, 2Gi or 500m",
+}
 
 
 def _loc_to_path(prefix: str, loc: tuple) -> str:
@@ -45,5 +56,11 @@ def problems_from_validation_error(error: ValidationError, prefix: str = "spec")
             message = message[len("Value error, "):]
         if item["type"] == "extra_forbidden":
             message = "unknown field"
+        elif item["type"] == "missing":
+            message = "required field is missing"
+        elif item["type"] == "string_pattern_mismatch":
+            hint = PATTERN_HINTS.get(item.get("ctx", {}).get("pattern", ""))
+            if hint:
+                message = f"expected {hint}"
         problems.append(Problem(_loc_to_path(prefix, loc), message))
     return problems

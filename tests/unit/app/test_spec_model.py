@@ -1,0 +1,62 @@
+import pytest
+
+from app.spec import SpecError, load_document, validate_spec
+from app.spec.model import duration_ms, spark_interval
+from tests.unit.app.specs import DELETE, kafka_to_kafka, resource, with_change
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("mode", ["continuous", "realTime", "microBatch", "availableNow"])
+def test_valid_spec_in_every_mode(mode):
+    spec = validate_spec(kafka_to_kafka(mode))
+    assert spec.mode == mode
+    assert spec.source.kind == "kafka" and spec.sink.kind == "kafka"
+
+
+def test_defaults_a_user_relies_on():
+    spec = validate_spec(kafka_to_kafka())
+    assert spec.effective_output_mode.value == "append"
+    assert spec.runtime.backend.value == "pod"
+    assert spec.restart_policy.type.value == "Always" and spec.restart_policy.max_restarts == 10
+    assert spec.checkpoint.on_incompatible_change.value == "refuse"
+    assert validate_spec(kafka_to_kafka("realTime")).effective_output_mode.value == "update"
+
+
+def test_resource_and_bare_spec_load_the_same():
+    bare = load_document(kafka_to_kafka(), default_name="x")
+    full = load_document(resource(kafka_to_kafka(), name="fraud"))
+    assert bare.spec == full.spec
+    assert (bare.name, full.name) == ("x", "fraud")
+
+
+def test_snake_case_is_accepted_in_python_but_dumped_as_camel():
+    from app.spec import dump_spec
+
+    spec = validate_spec(kafka_to_kafka())
+    dumped = dump_spec(spec)
+    assert '"bootstrapServers"' in dumped and "bootstrap_servers" not in dumped
+    assert validate_spec(__import__("json").loads(dumped)) == spec
+
+
+def test_every_problem_is_reported_at_once():
+    broken = with_change(kafka_to_kafka(), "checkpoint", DELETE)
+    broken = with_change(broken, "trigger", {"continuous": {"checkpointInterval": "soon"}})
+    with pytest.raises(SpecError) as err:
+        validate_spec(broken)
+    paths = {p.path for p in err.value.problems}
+    assert paths == {"spec.checkpoint", "spec.trigger.continuous.checkpointInterval"}
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"), [("500ms", 500), ("1s", 1000), ("5m", 300_000), ("2h", 7_200_000), ("0s", 0)]
+)
+def test_durations(text, ms):
+    assert duration_ms(text) == ms
+    assert spark_interval(text) == f"{ms} milliseconds"
+
+
+def test_task_slots_count_executors_when_there_are_some():
+    spec = validate_spec(with_change(kafka_to_kafka(), "runtime", {"parallelism": 2, "executors": {"instances": 3, "cores": 2}}))
+    assert spec.runtime.task_slots == 6
+    assert validate_spec(kafka_to_kafka()).runtime.task_slots == 4
