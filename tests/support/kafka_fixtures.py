@@ -1,0 +1,91 @@
+"""Pytest fixtures for a real Kafka broker (see tests/support/kafka.py).
+
+* ``kafka_broker`` (session): one KRaft broker on 127.0.0.1 for the whole run;
+  ``kafka_broker.bootstrap`` is ``"127.0.0.1:PORT"``.
+* ``kafka_topic`` (function): factory ``kafka_topic(partitions=1, *, create=True,
+  prefix=None) -> str`` giving a unique topic name per call, created on the
+  session broker unless ``create=False``.
+* ``kafka_broker_factory`` (function): ``kafka_broker_factory(**KafkaBroker kwargs)``
+  starts a private broker, stopped at the end of the test. Use it for tests
+  that kill/restart the broker, so the session broker is left alone.
+* ``spark_kafka_jars`` (session): the connector jar paths for ``spark.jars``.
+
+Missing jars make these fixtures FAIL with a hint to run hack/install-jars.sh;
+with STREAMQ_ALLOW_SKIP=1 they skip instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Callable, Iterator
+
+import pytest
+
+from tests.support import kafka as _kafka
+from tests.support.kafka import JarsMissing, KafkaBroker, kafka_libs_dir, make_topic_name
+
+
+def _missing(err: JarsMissing) -> None:
+    if os.environ.get("STREAMQ_ALLOW_SKIP") == "1":
+        pytest.skip(f"{err} (skipped because STREAMQ_ALLOW_SKIP=1)")
+    pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def spark_kafka_jars() -> list[str]:
+    try:
+        return [str(p) for p in _kafka.spark_kafka_jars()]
+    except JarsMissing as err:
+        _missing(err)
+        raise  # unreachable
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[KafkaBroker]:
+    try:
+        libs = kafka_libs_dir()
+    except JarsMissing as err:
+        _missing(err)
+        raise  # unreachable
+    broker = KafkaBroker(libs)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_broker_factory() -> Iterator[Callable[..., KafkaBroker]]:
+    try:
+        libs = kafka_libs_dir()
+    except JarsMissing as err:
+        _missing(err)
+        raise  # unreachable
+    made: list[KafkaBroker] = []
+
+    def make(**kwargs) -> KafkaBroker:
+        kwargs.setdefault("libs_dir", libs)
+        broker = KafkaBroker(**kwargs)
+        made.append(broker)
+        return broker.start()
+
+    try:
+        yield make
+    finally:
+        for broker in made:
+            broker.stop()
+
+
+@pytest.fixture
+def kafka_topic(kafka_broker: KafkaBroker, request: pytest.FixtureRequest) -> Callable[..., str]:
+    counter = itertools.count()
+
+    def make(partitions: int = 1, *, create: bool = True, prefix: str | None = None) -> str:
+        name = make_topic_name(f"{prefix or request.node.name}-{next(counter)}")
+        if create:
+            kafka_broker.create_topic(name, partitions)
+        return name
+
+    return make
