@@ -1,0 +1,161 @@
+"""kopf wiring (I/O only): one reconciler per StreamingQuery, woken by events.
+
+* ``reconciler`` - a daemon per StreamingQuery: reconcile once, then sleep until
+  something changes (the query, one of its driver pods or SparkApplications) or
+  a decided delay passes (a backoff, the stable period, a resync). One loop per
+  query means reconciles of one query never overlap.
+* ``query_changed`` / ``driver_changed`` / ``spark_app_changed`` - wake it up.
+* ``configure`` - settings, clients, metrics; ``liveness`` - the probe.
+
+The kube client is configured at startup, never at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY, PLURAL, VERSION
+from controller import names
+from controller.config import Settings
+from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
+from controller.metrics import Metrics
+from controller.reconcile import reconcile_once
+
+FINALIZER = f"{GROUP}/finalizer"
+MAX_ERROR_DELAY_S = 60.0
+CONFLICT_DELAY_S = 0.2
+DRIVER_LABELS = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: names.COMPONENT_DRIVER}
+
+
+class Wakers:
+    """One asyncio.Event per query; events set it, the query's reconciler waits on it."""
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[str, str], asyncio.Event] = {}
+
+    def register(self, namespace: str, name: str) -> asyncio.Event:
+        return self._events.setdefault((namespace, names.query_label(name)), asyncio.Event())
+
+    def unregister(self, namespace: str, name: str) -> None:
+        self._events.pop((namespace, names.query_label(name)), None)
+
+    def wake(self, namespace: str | None, label: str | None) -> None:
+        event = self._events.get((namespace or "", label or ""))
+        if event is not None:
+            event.set()
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+
+def _new_api_client() -> client.ApiClient:
+    try:
+        config.load_incluster_config()
+        configuration = client.Configuration.get_default_copy()
+    except config.ConfigException:
+        configuration = client.Configuration()
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = 32
+    return client.ApiClient(configuration)
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    settings.persistence.finalizer = FINALIZER
+    settings.posting.reporting_component = "streamq-operator"
+    settings.posting.level = logging.WARNING  # our own events are explicit; kopf's INFO logs stay logs
+    settings.watching.label_selectors["pods"] = names.driver_pod_selector()  # server-side filter
+    settings.watching.label_selectors[SPARK_GROUP, SPARK_PLURAL] = names.driver_pod_selector()
+    settings.execution.max_workers = 32
+    memo.settings = Settings.from_env()
+    memo.kube = Kube(_new_api_client())
+    memo.wakers = Wakers()
+    memo.metrics = getattr(memo, "metrics", None) or Metrics()
+    port = getattr(memo, "metrics_port", None)
+    if port:
+        memo.metrics.serve(int(port))
+        logger.info("metrics on :%s/metrics", port)
+    logger.info("job image %s; spark %s", memo.settings.job_image, memo.settings.spark_version)
+
+
+@kopf.on.probe(id="reconcilers")
+def liveness(memo: kopf.Memo, **_: Any) -> int:
+    return len(memo.wakers) if hasattr(memo, "wakers") else 0
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def query_changed(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.wakers.wake(namespace, names.query_label(name))
+
+
+@kopf.on.event("pods", labels=DRIVER_LABELS)
+async def driver_changed(labels: dict, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.wakers.wake(namespace, labels.get(LABEL_QUERY))
+
+
+@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL, labels=DRIVER_LABELS)
+async def spark_app_changed(labels: dict, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+    memo.wakers.wake(namespace, labels.get(LABEL_QUERY))
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, id="reconciler", cancellation_timeout=5.0, backoff=5.0)
+async def reconciler(
+    name: str, namespace: str, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any
+) -> None:
+    waker = memo.wakers.register(namespace, name)
+    settings: Settings = memo.settings
+    loop = asyncio.get_running_loop()
+    next_progress = 0.0
+    errors = 0
+    try:
+        while True:
+            waker.clear()
+            read_progress = loop.time() >= next_progress
+            try:
+                outcome = await asyncio.to_thread(
+                    reconcile_once, memo.kube, settings, namespace, name, read_progress=read_progress, logger=logger
+                )
+            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+                errors += 1
+                delay = min(MAX_ERROR_DELAY_S, 2.0**errors)
+                message = api_message(exc) if isinstance(exc, ApiException) else str(exc)
+                logger.warning("reconcile failed (%s); retrying in %.0fs", message, delay)
+                memo.metrics.errors.inc()
+                await _sleep(waker, delay)
+                continue
+            errors = 0
+            if outcome is None:
+                logger.info("the query is gone or being deleted; its children go with it")
+                return
+            if read_progress:
+                next_progress = loop.time() + settings.progress_interval_s
+            decision = outcome.decision
+            for event in decision.events:
+                kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+                log = logger.warning if event.type == "Warning" else logger.info
+                log("%s: %s", event.reason, event.message)
+            memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted)
+            delay = CONFLICT_DELAY_S if outcome.conflict else settings.resync_interval_s
+            if decision.requeue_after is not None:
+                delay = min(delay, decision.requeue_after)
+            if decision.status.phase is not None and decision.status.phase.value == "Running":
+                delay = min(delay, settings.progress_interval_s)
+            await _sleep(waker, max(delay, 0.05))
+    finally:
+        memo.wakers.unregister(namespace, name)
+        memo.metrics.forget(namespace, name)
+
+
+async def _sleep(waker: asyncio.Event, seconds: float) -> None:
+    """Until woken or `seconds` pass. kopf cancels this task when the operator stops."""
+    try:
+        await asyncio.wait_for(waker.wait(), timeout=seconds)
+    except TimeoutError:
+        pass

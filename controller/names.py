@@ -1,0 +1,77 @@
+"""Names and labels of everything the operator creates for a query: one helper each,
+so a retry always finds the object an earlier attempt made."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
+
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+ANNOTATION_CHECKPOINT = f"{GROUP}/checkpoint-location"
+COMPONENT_DRIVER = "driver"
+COMPONENT_EXECUTOR = "executor"
+COMPONENT_QUERY_CONFIG = "query-config"
+COMPONENT_DRIVER_SERVICE = "driver-service"
+
+DRIVER_CONTAINER = "driver"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+
+_MAX_LABEL = 63
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def child_name(query: str, suffix: str) -> str:
+    """`<query>-<suffix>` as a DNS-1035 label (<= 63 chars, starts with a letter, no dots),
+    valid for pods, services and configmaps alike. Long names keep a hash of the full name."""
+    base = query.replace(".", "-")
+    if not re.match(r"[a-z]", base):
+        base = f"sq-{base}"
+    room = _MAX_LABEL - len(suffix) - 1
+    if len(base) > room:
+        base = f"{base[: room - 9].rstrip('-')}-{_short_hash(query)}"
+    return f"{base}-{suffix}"
+
+
+def driver_name(query: str, attempt: int) -> str:
+    """The driver (pod or SparkApplication) of one attempt. The attempt number goes up by
+    one for every new driver, so restarts never reuse a name still terminating."""
+    return child_name(query, f"driver-{attempt}")
+
+
+def config_map_name(query: str) -> str:
+    return child_name(query, "query")
+
+
+def driver_service_name(query: str) -> str:
+    return child_name(query, "driver-svc")
+
+
+def query_label(query: str) -> str:
+    """The value of LABEL_QUERY: the query's name when it fits a label value."""
+    if len(query) <= _MAX_LABEL:
+        return query
+    return f"{query[: _MAX_LABEL - 9].rstrip('-.')}-{_short_hash(query)}"
+
+
+def labels(query: str, component: str, attempt: int | None = None) -> dict[str, str]:
+    out = {LABEL_QUERY: query_label(query), LABEL_COMPONENT: component, LABEL_MANAGED_BY: MANAGED_BY}
+    if attempt is not None:
+        out[LABEL_ATTEMPT] = str(attempt)
+    return out
+
+
+def selector(query: str, component: str = COMPONENT_DRIVER) -> str:
+    """A label selector string for the query's objects of one component."""
+    return f"{LABEL_QUERY}={query_label(query)},{LABEL_COMPONENT}={component},{LABEL_MANAGED_BY}={MANAGED_BY}"
+
+
+def driver_pod_selector() -> str:
+    """Every driver pod the operator manages (server-side filter of its pod watch)."""
+    return f"{LABEL_COMPONENT}={COMPONENT_DRIVER},{LABEL_MANAGED_BY}={MANAGED_BY}"

@@ -1,0 +1,191 @@
+"""What exists for a query, read into plain dataclasses.
+
+The parsing functions are pure (dict in, dataclass out); ``observe()`` does the
+reads: the driver pods and, when the backend may use them, SparkApplications.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from controller import names
+from controller.status import parse_time
+
+
+class DriverPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+    @property
+    def ended(self) -> bool:
+        return self in (DriverPhase.SUCCEEDED, DriverPhase.FAILED)
+
+
+@dataclass(frozen=True)
+class Driver:
+    """One driver (pod, or SparkApplication with its pod) as the decisions need it."""
+
+    kind: str  # "Pod" | "SparkApplication"
+    name: str
+    phase: DriverPhase
+    attempt: int | None = None
+    spec_hash: str | None = None
+    owner_uid: str | None = None  # the controlling owner (the StreamingQuery)
+    deleting: bool = False
+    exit_code: int | None = None
+    reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
+    message: str | None = None  # the termination message the job wrote
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return not self.phase.ended
+
+
+@dataclass(frozen=True)
+class Observed:
+    drivers: tuple[Driver, ...] = ()
+
+
+def _attempt(meta: dict[str, Any]) -> int | None:
+    value = (meta.get("labels") or {}).get(names.LABEL_ATTEMPT)
+    return int(value) if value is not None and str(value).isdigit() else None
+
+
+def _controller_uid(meta: dict[str, Any]) -> str | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == names.DRIVER_CONTAINER:
+            return status
+    # spark-operator names the driver container "spark-kubernetes-driver"
+    return statuses[0] if statuses else None
+
+
+def driver_from_pod(pod: dict[str, Any]) -> Driver:
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    try:
+        phase = DriverPhase(status.get("phase") or "Pending")
+    except ValueError:
+        phase = DriverPhase.UNKNOWN
+    exit_code = reason = message = None
+    started_at = finished_at = None
+    container = _container_status(pod)
+    if container is not None:
+        state = container.get("state") or {}
+        if "terminated" in state and state["terminated"] is not None:
+            term = state["terminated"]
+            exit_code = term.get("exitCode")
+            reason = term.get("reason")
+            message = (term.get("message") or "").strip() or None
+            started_at, finished_at = parse_time(term.get("startedAt")), parse_time(term.get("finishedAt"))
+        elif state.get("running"):
+            started_at = parse_time(state["running"].get("startedAt"))
+    if phase.ended and reason is None:
+        reason = status.get("reason")  # e.g. Evicted, with no container state
+        message = message or status.get("message")
+    if phase is DriverPhase.RUNNING and started_at is None:
+        started_at = parse_time(status.get("startTime"))
+    return Driver(
+        kind="Pod",
+        name=meta.get("name", ""),
+        phase=phase,
+        attempt=_attempt(meta),
+        spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
+        owner_uid=_controller_uid(meta),
+        deleting=bool(meta.get("deletionTimestamp")),
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        started_at=started_at,
+        finished_at=finished_at,
+    )
+
+
+# kubeflow spark-operator's applicationState.state -> our phase
+_APP_STATES = {
+    "": DriverPhase.PENDING,
+    "SUBMITTED": DriverPhase.PENDING,
+    "PENDING_RERUN": DriverPhase.PENDING,
+    "INVALIDATING": DriverPhase.PENDING,
+    "RUNNING": DriverPhase.RUNNING,
+    "SUCCEEDING": DriverPhase.RUNNING,
+    "FAILING": DriverPhase.RUNNING,
+    "COMPLETED": DriverPhase.SUCCEEDED,
+    "FAILED": DriverPhase.FAILED,
+    "SUBMISSION_FAILED": DriverPhase.FAILED,
+    "UNKNOWN": DriverPhase.UNKNOWN,
+}
+
+
+def driver_from_spark_application(app: dict[str, Any], pod: dict[str, Any] | None = None) -> Driver:
+    """A SparkApplication, with what its driver pod (if found) says about how it ended."""
+    meta, status = app.get("metadata") or {}, app.get("status") or {}
+    app_state = status.get("applicationState") or {}
+    state = app_state.get("state") or ""
+    phase = _APP_STATES.get(state, DriverPhase.UNKNOWN)
+    from_pod = driver_from_pod(pod) if pod is not None else None
+    exit_code = from_pod.exit_code if from_pod else None
+    message = (from_pod.message if from_pod else None) or app_state.get("errorMessage") or None
+    reason = (from_pod.reason if from_pod and from_pod.reason else None) or (state if phase.ended else None)
+    return Driver(
+        kind="SparkApplication",
+        name=meta.get("name", ""),
+        phase=phase,
+        attempt=_attempt(meta),
+        spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
+        owner_uid=_controller_uid(meta),
+        deleting=bool(meta.get("deletionTimestamp")),
+        exit_code=exit_code,
+        reason=reason,
+        message=message,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        started_at=(from_pod.started_at if from_pod else None) or parse_time(status.get("lastSubmissionAttemptTime")),
+        finished_at=(from_pod.finished_at if from_pod else None) or parse_time(status.get("terminationTime")),
+    )
+
+
+def _owned_by_spark_app(pod: dict[str, Any]) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "SparkApplication":
+            return ref.get("name")
+    return None
+
+
+def drivers_from(pods: list[dict[str, Any]], apps: list[dict[str, Any]]) -> tuple[Driver, ...]:
+    """Pods we created are drivers; pods a SparkApplication created describe that application."""
+    app_pods: dict[str, dict[str, Any]] = {}
+    out: list[Driver] = []
+    for pod in pods:
+        owner = _owned_by_spark_app(pod)
+        if owner is not None:
+            app_pods[owner] = pod
+        else:
+            out.append(driver_from_pod(pod))
+    for app in apps:
+        name = (app.get("metadata") or {}).get("name", "")
+        out.append(driver_from_spark_application(app, app_pods.get(name)))
+    return tuple(sorted(out, key=lambda d: (d.attempt or 0, d.kind, d.name)))
+
+
+def observe(kube, namespace: str, query: str, include_spark_apps: bool) -> Observed:
+    """One LIST of the query's driver pods (and SparkApplications): fresh, never cached."""
+    selector = names.selector(query, names.COMPONENT_DRIVER)
+    pods = kube.list_pods(namespace, selector)
+    apps = kube.list_spark_applications(namespace, selector) if include_spark_apps else []
+    return Observed(drivers=drivers_from(pods, apps))

@@ -1,0 +1,125 @@
+"""One reconcile pass for one query: read, decide, act, write the status (I/O).
+
+Everything that can be decided without Kubernetes is in ``decide``; this module
+only fetches the inputs and carries out the decision, in a safe order:
+children first (a retry finds them by name), the status last, guarded by the
+resourceVersion it was decided on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+
+from controller import render
+from controller.config import Settings
+from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, creation_failed, decide
+from controller.kube import Kube, api_message
+from controller.names import DRIVER_CONTAINER
+from controller.observe import observe
+from controller.phases import Phase
+from controller.progress import last_progress
+from controller.status import QueryStatus, status_patch
+
+CREATE_RETRY_S = 15.0
+PROGRESS_LOG_LINES = 200
+
+
+@dataclass(frozen=True)
+class Outcome:
+    decision: Decision
+    body: dict[str, Any]  # the resource as read (for events)
+    conflict: bool = False  # the status write lost a race: look again at once
+
+
+def _uses_spark_apps(spec: Any, status: QueryStatus) -> bool:
+    backend = ((spec or {}).get("runtime") or {}).get("backend") if isinstance(spec, dict) else None
+    return backend == "sparkApplication" or status.driver_kind == "SparkApplication"
+
+
+def reconcile_once(
+    kube: Kube,
+    settings: Settings,
+    namespace: str,
+    name: str,
+    *,
+    read_progress: bool = False,
+    logger: logging.Logger | logging.LoggerAdapter | None = None,
+    now: datetime | None = None,
+) -> Outcome | None:
+    """Returns None when the query is gone or being deleted (its children go with it)."""
+    log = logger or logging.getLogger("streamq.controller")
+    body = kube.get_query(namespace, name)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None
+    meta = body["metadata"]
+    raw_status = body.get("status") or {}
+    status = QueryStatus.parse(raw_status)
+    observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status))
+    inputs = Inputs(
+        name=name,
+        namespace=namespace,
+        uid=meta["uid"],
+        generation=int(meta.get("generation") or 0),
+        raw_spec=body.get("spec"),
+        status=status,
+        drivers=observed.drivers,
+        now=now or datetime.now(UTC),
+    )
+    decision = decide(inputs, settings)
+    decision = _act(kube, settings, body, inputs, decision, log)
+    new_status = decision.status.dump()
+    if read_progress and decision.status.phase is Phase.RUNNING:
+        progress = _read_progress(kube, namespace, decision.status, log)
+        if progress is not None:
+            new_status["progress"] = progress
+    patch = status_patch(raw_status, new_status)
+    if not patch:
+        return Outcome(decision, body)
+    try:
+        kube.patch_query_status(namespace, name, patch, meta.get("resourceVersion"))
+    except ApiException as exc:
+        if exc.status in (404, 409):  # deleted, or changed since we read it: decide again
+            log.debug("status write skipped (%s): %s", exc.status, api_message(exc))
+            return Outcome(decision, body, conflict=exc.status == 409)
+        raise
+    return Outcome(decision, body)
+
+
+def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log) -> Decision:
+    for action in decision.actions:
+        if isinstance(action, DeleteDriver):
+            log.info("deleting %s %s: %s", action.kind, action.name, action.reason)
+            kube.delete(action.kind, inputs.namespace, action.name)
+        elif isinstance(action, CreateDriver):
+            children = render.children(action.run, settings)
+            kopf.adopt(children, owner=body)
+            try:
+                for child in children:
+                    if child["kind"] == "ConfigMap":
+                        kube.apply_config_map(child)
+                    elif kube.create(child):
+                        log.info("created %s %s", child["kind"], child["metadata"]["name"])
+            except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down
+                message = api_message(exc)
+                log.warning("cannot create the driver of %s: %s", inputs.name, message)
+                return creation_failed(decision, inputs, message, CREATE_RETRY_S)
+    return decision
+
+
+def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> dict | None:
+    if not status.driver:
+        return None
+    pod = status.driver if status.driver_kind == "Pod" else f"{status.driver}-driver"
+    container = DRIVER_CONTAINER if status.driver_kind == "Pod" else "spark-kubernetes-driver"
+    try:
+        text = kube.read_pod_log(namespace, pod, container, PROGRESS_LOG_LINES)
+    except ApiException as exc:  # no kubelet yet, or the pod just went: progress is best effort
+        log.debug("no progress from %s: %s", pod, api_message(exc))
+        return None
+    return last_progress(text)

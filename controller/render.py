@@ -1,0 +1,420 @@
+"""What the operator creates for one driver attempt, as plain dicts (pure; no I/O).
+
+    query document  the StreamingQuery the job reads (ConfigMap key query.json)
+    driver pod      backend `pod`: the image's `job` entrypoint, i.e. `python -m app /etc/streamq/query.json`
+    driver service  headless, only when executors run (they connect back to the driver)
+    SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
+
+Owner references are added by the caller (``kopf.adopt``); everything else is here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from app.contract import API_VERSION, KIND, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.spec.model import Backend, QuerySpec
+from controller import names
+from controller.config import Settings
+
+SPARK_APP_API_VERSION = "sparkoperator.k8s.io/v1beta2"
+SPARK_APP_KIND = "SparkApplication"
+K8S_MASTER = "k8s://https://kubernetes.default.svc:443"
+PROGRESS_FILE = "/tmp/streamq/progress.json"
+SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE_NAME}"
+
+_VOLUME_SPEC = "query"
+_VOLUME_CHECKPOINT = "checkpoint"
+_VOLUME_TMP = "tmp"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One driver attempt: everything the renderers need."""
+
+    query: str
+    namespace: str
+    attempt: int
+    spec: QuerySpec
+    checkpoint_location: str  # the effective one (spec's, or a fresh one after a reset)
+
+    @property
+    def driver_name(self) -> str:
+        return names.driver_name(self.query, self.attempt)
+
+    @property
+    def uses_executors(self) -> bool:
+        return self.spec.runtime.executors.instances > 0
+
+
+# --- identity of a run ----------------------------------------------------------
+
+# Fields whose change does not need a new driver.
+_NOT_RUN_FIELDS = ("suspend", "restartPolicy")
+
+
+def run_fields(spec: QuerySpec) -> dict[str, Any]:
+    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in _NOT_RUN_FIELDS:
+        data.pop(key, None)
+    return data
+
+
+def spec_hash(spec: QuerySpec, checkpoint_location: str) -> str:
+    """What a driver runs, in 16 hex digits: a different hash needs a new driver."""
+    payload = json.dumps({"spec": run_fields(spec), "checkpoint": checkpoint_location}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def image_of(spec: QuerySpec, settings: Settings) -> str:
+    return spec.runtime.image or settings.job_image
+
+
+# --- units ----------------------------------------------------------------------
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")
+_FACTORS = {
+    None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}  # fmt: skip
+
+
+def mebibytes(quantity: str) -> int:
+    """A Kubernetes memory quantity in MiB (rounded up, at least 1)."""
+    match = _QUANTITY.match(quantity)
+    if match is None:
+        raise ValueError(f"not a memory quantity: {quantity!r}")
+    return max(1, math.ceil(float(match.group(1)) * _FACTORS[match.group(2)] / 2**20))
+
+
+def spark_memory(quantity: str) -> str:
+    """Spark reads "1024m", not "1Gi"."""
+    return f"{mebibytes(quantity)}m"
+
+
+def driver_heap(quantity: str) -> str:
+    """The JVM heap of a driver pod limited to `quantity`: room is left for Python and off-heap."""
+    return f"{max(256, int(mebibytes(quantity) * 0.6))}m"
+
+
+# --- the query document ---------------------------------------------------------
+
+
+def local_path(location: str) -> str | None:
+    """The filesystem path of a checkpoint location, None for remote URIs (s3a://, hdfs://)."""
+    if location.startswith("/"):
+        return location
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return parsed.path or None
+    return None
+
+
+def checkpoint_mount_path(location: str) -> str | None:
+    """Where the checkpoint volume is mounted: the parent of the location, so a fresh
+    checkpoint next to the old one (after an incompatible change) lands on the same volume."""
+    path = local_path(location)
+    if path is None:
+        return None
+    path = posixpath.normpath(path)
+    parent = posixpath.dirname(path)
+    return path if parent in ("/", "") else parent
+
+
+def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
+    """Spark's client mode on Kubernetes: the driver pod starts executor pods itself."""
+    if not run.uses_executors:
+        return {}
+    ex = run.spec.runtime.executors
+    conf = {
+        "spark.master": K8S_MASTER,
+        "spark.submit.deployMode": "client",
+        "spark.executor.instances": str(ex.instances),
+        "spark.executor.cores": str(ex.cores),
+        "spark.executor.memory": spark_memory(ex.memory),
+        "spark.kubernetes.namespace": run.namespace,
+        "spark.kubernetes.container.image": image_of(run.spec, settings),
+        "spark.kubernetes.container.image.pullPolicy": settings.image_pull_policy,
+    }
+    for key, value in names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt).items():
+        conf[f"spark.kubernetes.executor.label.{key}"] = value
+    if run.spec.runtime.backend is Backend.POD:
+        service = names.driver_service_name(run.query)
+        conf.update({
+            "spark.kubernetes.driver.pod.name": run.driver_name,
+            "spark.kubernetes.executor.podNamePrefix": run.driver_name,
+            "spark.driver.host": f"{service}.{run.namespace}.svc",
+            "spark.driver.port": str(names.DRIVER_PORT),
+            "spark.driver.blockManager.port": str(names.BLOCK_MANAGER_PORT),
+            "spark.driver.bindAddress": "0.0.0.0",
+        })  # fmt: skip
+    conf.update(_executor_checkpoint_conf(run))
+    return conf
+
+
+def _executor_checkpoint_conf(run: Run) -> dict[str, str]:
+    """Stateful operators write state from executors: they need the checkpoint volume too."""
+    volume, mount = run.spec.checkpoint.volume, checkpoint_mount_path(run.checkpoint_location)
+    if volume is None or mount is None:
+        return {}
+    prefix = f"spark.kubernetes.executor.volumes"
+    if volume.persistent_volume_claim is not None:
+        base = f"{prefix}.persistentVolumeClaim.{_VOLUME_CHECKPOINT}"
+        return {f"{base}.mount.path": mount, f"{base}.options.claimName": volume.persistent_volume_claim.claim_name}
+    if volume.host_path is not None:
+        base = f"{prefix}.hostPath.{_VOLUME_CHECKPOINT}"
+        return {f"{base}.mount.path": mount, f"{base}.options.path": volume.host_path}
+    return {}
+
+
+def query_document(run: Run, settings: Settings) -> dict[str, Any]:
+    """The StreamingQuery the job runs: the spec with the effective checkpoint location
+    and the Spark settings the operator adds (the user's sparkConf wins)."""
+    spec = run.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    spec.pop("suspend", None)
+    spec["checkpoint"]["location"] = run.checkpoint_location
+    runtime = spec.setdefault("runtime", {})
+    conf = executor_conf(run, settings)
+    if run.spec.runtime.backend is Backend.POD:
+        conf.setdefault("spark.driver.memory", driver_heap(run.spec.runtime.driver.memory))
+    conf.update(runtime.get("sparkConf", {}))
+    if conf:
+        runtime["sparkConf"] = conf
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": run.query, "namespace": run.namespace},
+        "spec": spec,
+    }
+
+
+# --- objects --------------------------------------------------------------------
+
+
+def _meta(name: str, run: Run, component: str, attempt: int | None = None, **extra: Any) -> dict[str, Any]:
+    meta = {"name": name, "namespace": run.namespace, "labels": names.labels(run.query, component, attempt)}
+    meta.update(extra)
+    return meta
+
+
+def _run_annotations(run: Run) -> dict[str, str]:
+    return {
+        names.ANNOTATION_SPEC_HASH: spec_hash(run.spec, run.checkpoint_location),
+        names.ANNOTATION_CHECKPOINT: run.checkpoint_location,
+    }
+
+
+def config_map(run: Run, settings: Settings) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(names.config_map_name(run.query), run, names.COMPONENT_QUERY_CONFIG, annotations=_run_annotations(run)),
+        "data": {SPEC_FILE_NAME: json.dumps(query_document(run, settings), indent=2, sort_keys=True) + "\n"},
+    }
+
+
+def driver_service(run: Run) -> dict[str, Any] | None:
+    """Executors reach the driver through this headless Service (pod backend only)."""
+    if not run.uses_executors or run.spec.runtime.backend is not Backend.POD:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(names.driver_service_name(run.query), run, names.COMPONENT_DRIVER_SERVICE),
+        "spec": {
+            "clusterIP": "None",
+            "selector": names.labels(run.query, names.COMPONENT_DRIVER),
+            "ports": [
+                {"name": "driver-rpc", "port": names.DRIVER_PORT, "targetPort": names.DRIVER_PORT},
+                {"name": "blockmanager", "port": names.BLOCK_MANAGER_PORT, "targetPort": names.BLOCK_MANAGER_PORT},
+            ],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def _secret_names(spec: QuerySpec) -> list[str]:
+    found: list[str] = []
+    for endpoint in (spec.source.kafka, spec.sink.kafka):
+        auth = getattr(endpoint, "auth", None)
+        if auth is not None and auth.secret_ref.name not in found:
+            found.append(auth.secret_ref.name)
+    return found
+
+
+def volumes(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, driver container mounts)."""
+    vols: list[dict[str, Any]] = [
+        {"name": _VOLUME_SPEC, "configMap": {"name": names.config_map_name(run.query)}},
+        {"name": _VOLUME_TMP, "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": _VOLUME_SPEC, "mountPath": SPEC_MOUNT_DIR, "readOnly": True},
+        {"name": _VOLUME_TMP, "mountPath": "/tmp"},
+    ]
+    volume, mount = run.spec.checkpoint.volume, checkpoint_mount_path(run.checkpoint_location)
+    if volume is not None and mount is not None:
+        source: dict[str, Any] | None = None
+        if volume.persistent_volume_claim is not None:
+            source = {"persistentVolumeClaim": {"claimName": volume.persistent_volume_claim.claim_name}}
+        elif volume.host_path is not None:
+            source = {"hostPath": {"path": volume.host_path, "type": "DirectoryOrCreate"}}
+        elif volume.empty_dir is not None:
+            source = {"emptyDir": dict(volume.empty_dir)}
+        if source is not None:
+            vols.append({"name": _VOLUME_CHECKPOINT, **source})
+            mounts.append({"name": _VOLUME_CHECKPOINT, "mountPath": mount})
+    for i, secret in enumerate(_secret_names(run.spec)):
+        vols.append({"name": f"kafka-auth-{i}", "secret": {"secretName": secret, "defaultMode": 0o440}})
+        mounts.append({"name": f"kafka-auth-{i}", "mountPath": f"{SECRETS_MOUNT_DIR}/{secret}", "readOnly": True})
+    return vols, mounts
+
+
+def pod_security_context(settings: Settings) -> dict[str, Any]:
+    uid = settings.run_as_user
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
+
+
+def driver_env(run: Run) -> list[dict[str, Any]]:
+    return [
+        {"name": PROGRESS_FILE_ENV, "value": PROGRESS_FILE},
+        {"name": SECRETS_DIR_ENV, "value": SECRETS_MOUNT_DIR},
+        {"name": "STREAMQ_QUERY", "value": run.query},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+
+
+def service_account(run: Run, settings: Settings) -> str | None:
+    """The spec's, else the operator's driver account when executors must be started."""
+    if run.spec.runtime.service_account_name:
+        return run.spec.runtime.service_account_name
+    return settings.driver_service_account if run.uses_executors else None
+
+
+def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
+    drv = run.spec.runtime.driver
+    vols, mounts = volumes(run)
+    container: dict[str, Any] = {
+        "name": names.DRIVER_CONTAINER,
+        "image": image_of(run.spec, settings),
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": ["job", SPEC_PATH],  # the image's entrypoint (under tini): python -m app SPEC_PATH
+        "env": driver_env(run),
+        "resources": {
+            "requests": {"cpu": str(drv.cores), "memory": drv.memory},
+            "limits": {"memory": drv.memory},
+        },
+        "volumeMounts": mounts,
+        "securityContext": container_security_context(),
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    if run.uses_executors:
+        container["ports"] = [
+            {"name": "driver-rpc", "containerPort": names.DRIVER_PORT},
+            {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT},
+        ]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": vols,
+        "securityContext": pod_security_context(settings),
+        "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+        "enableServiceLinks": False,
+    }
+    account = service_account(run, settings)
+    if account:
+        spec["serviceAccountName"] = account
+    else:
+        spec["automountServiceAccountToken"] = False
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run)),
+        "spec": spec,
+    }
+
+
+def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
+    """The same driver, submitted through kubeflow's Spark operator. Its own restart
+    policy is Never: restarts are this operator's decision (it knows the exit codes)."""
+    rt = run.spec.runtime
+    vols, mounts = volumes(run)
+    driver_labels = names.labels(run.query, names.COMPONENT_DRIVER, run.attempt)
+    driver: dict[str, Any] = {
+        "cores": rt.driver.cores,
+        "memory": spark_memory(rt.driver.memory),
+        "labels": driver_labels,
+        "annotations": _run_annotations(run),
+        "env": driver_env(run),
+        "volumeMounts": mounts,
+        "podSecurityContext": pod_security_context(settings),
+        "securityContext": container_security_context(),
+        "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+    }
+    account = service_account(run, settings)
+    if account:
+        driver["serviceAccount"] = account
+    executor: dict[str, Any] = {
+        "cores": rt.executors.cores,
+        "memory": spark_memory(rt.executors.memory),
+        "labels": names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt),
+        "podSecurityContext": pod_security_context(settings),
+        "securityContext": container_security_context(),
+    }
+    if run.uses_executors:
+        executor["instances"] = rt.executors.instances
+        checkpoint_mounts = [m for m in mounts if m["name"] == _VOLUME_CHECKPOINT]
+        if checkpoint_mounts:
+            executor["volumeMounts"] = checkpoint_mounts
+    return {
+        "apiVersion": SPARK_APP_API_VERSION,
+        "kind": SPARK_APP_KIND,
+        "metadata": _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run)),
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "sparkVersion": settings.spark_version,
+            "image": image_of(run.spec, settings),
+            "imagePullPolicy": settings.image_pull_policy,
+            "mainApplicationFile": settings.spark_app_main_file,
+            "arguments": [SPEC_PATH],
+            "restartPolicy": {"type": "Never"},
+            "volumes": vols,
+            "driver": driver,
+            "executor": executor,
+        },
+    }
+
+
+def children(run: Run, settings: Settings) -> list[dict[str, Any]]:
+    """Everything one attempt needs, in creation order (the driver last)."""
+    objs = [config_map(run, settings)]
+    service = driver_service(run)
+    if service is not None:
+        objs.append(service)
+    if run.spec.runtime.backend is Backend.SPARK_APPLICATION:
+        objs.append(spark_application(run, settings))
+    else:
+        objs.append(driver_pod(run, settings))
+    return objs

@@ -1,0 +1,137 @@
+"""A tiny in-memory world for decision tests: it applies a Decision's actions the way
+the API would (creating a driver adds a Pending pod, deleting removes it) so that
+sequences of reconciles read like what happens in a cluster. Not a Kubernetes fake:
+it only replays ``controller.decide``'s own actions."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from app.spec.load import validate_spec
+from controller import render
+from controller.config import Settings
+from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
+from controller.observe import Driver, DriverPhase
+from controller.status import QueryStatus
+
+UID = "0b5c-uid"
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def base_spec(**changes: Any) -> dict:
+    spec = {
+        "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
+        "transforms": [{"where": "value IS NOT NULL"}],
+        "sink": {"kafka": {"bootstrapServers": "kafka:9092", "topic": "out"}},
+        "trigger": {"continuous": {"checkpointInterval": "1s"}},
+        "checkpoint": {"location": "/checkpoints/q"},
+        "runtime": {"parallelism": 4},
+        "restartPolicy": {"backoff": {"initial": "5s", "max": "1m"}, "maxRestarts": 3, "stableAfter": "10m"},
+    }
+    for path, value in changes.items():
+        set_path(spec, path, value)
+    return spec
+
+
+def set_path(data: dict, path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+
+
+class World:
+    def __init__(self, spec: dict | None = None, name: str = "q", namespace: str = "ns"):
+        self.name, self.namespace = name, namespace
+        self.spec = spec if spec is not None else base_spec()
+        self.generation = 1
+        self.status = QueryStatus()
+        self.drivers: list[Driver] = []
+        self.now = T0
+        self.settings = Settings(job_image="streamq:test")
+        self.history: list[Decision] = []
+
+    # -- the user ------------------------------------------------------------------
+
+    def edit(self, **changes: Any) -> None:
+        spec = copy.deepcopy(self.spec)
+        for path, value in changes.items():
+            set_path(spec, path, value)
+        self.spec = spec
+        self.generation += 1
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    # -- the cluster ---------------------------------------------------------------
+
+    @property
+    def driver(self) -> Driver:
+        assert len(self.drivers) == 1, self.drivers
+        return self.drivers[0]
+
+    def _set(self, **fields: Any) -> None:
+        self.drivers[-1] = replace(self.drivers[-1], **fields)
+
+    def driver_runs(self) -> None:
+        self._set(phase=DriverPhase.RUNNING, started_at=self.now)
+
+    def driver_exits(self, code: int, message: str = "boom") -> None:
+        phase = DriverPhase.SUCCEEDED if code == 0 else DriverPhase.FAILED
+        self._set(phase=phase, exit_code=code, message=message, finished_at=self.now,
+                  reason="Completed" if code == 0 else "Error")  # fmt: skip
+
+    def add_driver(self, **fields: Any) -> None:
+        self.drivers.append(Driver(kind="Pod", name=fields.pop("name", "x"), phase=fields.pop("phase", DriverPhase.RUNNING),
+                                   owner_uid=fields.pop("owner_uid", UID), **fields))  # fmt: skip
+
+    # -- the operator --------------------------------------------------------------
+
+    def inputs(self) -> Inputs:
+        return Inputs(
+            name=self.name, namespace=self.namespace, uid=UID, generation=self.generation,
+            raw_spec=copy.deepcopy(self.spec), status=self.status.model_copy(deep=True),
+            drivers=tuple(self.drivers), now=self.now,
+        )  # fmt: skip
+
+    def reconcile(self, apply: bool = True) -> Decision:
+        decision = decide(self.inputs(), self.settings)
+        self.history.append(decision)
+        if not apply:
+            return decision
+        # round-trip through the wire format, as the status subresource would
+        self.status = QueryStatus.parse(decision.status.dump())
+        for action in decision.actions:
+            if isinstance(action, DeleteDriver):
+                self.drivers = [d for d in self.drivers if d.name != action.name]
+            elif isinstance(action, CreateDriver):
+                run = action.run
+                self.drivers.append(Driver(
+                    kind="SparkApplication" if run.spec.runtime.backend.value == "sparkApplication" else "Pod",
+                    name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
+                    spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
+                    created_at=self.now,
+                ))  # fmt: skip
+        return decision
+
+    def settle(self, limit: int = 10) -> list[Decision]:
+        """Reconcile until a pass changes nothing (no action, same status)."""
+        out = []
+        for _ in range(limit):
+            before = self.status.dump()
+            decision = self.reconcile()
+            out.append(decision)
+            if not decision.actions and decision.status.dump() == before:
+                return out
+        raise AssertionError(f"no steady state after {limit} passes: {[d.verb for d in out]}")
+
+    def run_spec_hash(self, spec: dict | None = None, location: str | None = None) -> str:
+        parsed = validate_spec(spec or self.spec)
+        return render.spec_hash(parsed, location or parsed.checkpoint.location)
