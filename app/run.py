@@ -110,7 +110,10 @@ def _watch(query, stop: StopRequest, broker: BrokerWatch, options: RunOptions) -
         if broker.failure:
             query.stop()
             return finish(ExitCode.QUERY_FAILED, broker.failure, options)
-        query.awaitTermination(0.5)
+        try:
+            query.awaitTermination(0.5)
+        except Exception:  # the query died; query.exception() below says how
+            break
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
         return finish(ExitCode.OK, f"{stop.signal_name} received", options)
     error = query.exception()

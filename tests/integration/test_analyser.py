@@ -1,0 +1,57 @@
+"""The exact validation layer: Spark's own analyser, no broker needed."""
+
+import pytest
+
+from app.spec import QuerySpec
+from app.spec.load import QueryDocument
+from app.validation.analyser import analyse
+
+pytestmark = pytest.mark.integration
+
+UNREACHABLE = "127.0.0.1:1"  # nothing listens there: analysis must not need a broker
+
+
+def _doc(**overrides) -> QueryDocument:
+    spec = {
+        "source": {"kafka": {"bootstrapServers": UNREACHABLE, "topics": ["payments"]}},
+        "transforms": [{"select": ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]}],
+        "sink": {"kafka": {"bootstrapServers": UNREACHABLE, "topic": "out"}},
+        "trigger": {"continuous": {"checkpointInterval": "1s"}},
+        "checkpoint": {"location": "/nonexistent/never-written"},
+        **overrides,
+    }
+    # model_validate skips the static rules on purpose: this is the layer behind them.
+    return QueryDocument("analysed", None, QuerySpec.model_validate(spec))
+
+
+def test_accepted_query_has_no_problems(spark):
+    assert analyse(spark, _doc()) == []
+
+
+def test_aggregation_in_continuous_mode_is_refused_by_spark(spark):
+    problems = analyse(spark, _doc(transforms=[{"sql": "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY key"}], outputMode="update"))
+    assert len(problems) == 1
+    assert "Continuous processing does not support Aggregate operations" in problems[0].message
+
+
+def test_unknown_column_is_refused(spark):
+    problems = analyse(spark, _doc(transforms=[{"where": "amount > 1000"}]))
+    assert problems and "amount" in problems[0].message and "UNRESOLVED_COLUMN" in problems[0].message
+
+
+def test_real_time_mode_with_a_rate_source_dies_on_its_own_thread_and_is_caught(spark):
+    doc = _doc(
+        source={"rate": {"rowsPerSecond": 1}},
+        transforms=[{"select": ["CAST(value AS STRING) AS value"]}],
+        trigger={"realTime": {"batchDuration": "5s"}},
+        outputMode="update",
+    )
+    problems = analyse(spark, doc)
+    assert problems and "STREAMING_REAL_TIME_MODE" in problems[0].message
+
+
+def test_validation_never_writes_the_real_checkpoint(spark, tmp_path):
+    location = tmp_path / "checkpoint"
+    doc = _doc(checkpoint={"location": str(location)})
+    analyse(spark, doc)
+    assert not location.exists()
