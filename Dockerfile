@@ -1,0 +1,112 @@
+# syntax=docker/dockerfile:1
+#
+# One image for everything streamq runs in a cluster (see docker/entrypoint.sh):
+#   (no args) | job ARGS    the PySpark job: python -m app [/etc/streamq/query.json]
+#   controller ARGS         the operator:    python -m controller ...
+#   executor                a Spark executor started by Spark's Kubernetes scheduler
+#   driver ARGS             a cluster-mode Spark driver (SparkApplication backend);
+#                           its main file is /opt/streamq/app/__main__.py
+#
+# Build it with hack/build-image.sh. It prepares the build context: this file,
+# docker/, pyproject.toml, app/, controller/ and Spark's Kafka connector jars in
+# jars/spark-kafka/ (resolved on the host by hack/install-jars.sh; the build has
+# no Maven), then runs `docker build` where Docker works and buildah on a local
+# debootstrap base elsewhere.
+
+ARG BASE_IMAGE=debian:bookworm-slim
+
+# ---------------------------------------------------------------------------
+# build: a venv with streamq and its pinned dependencies
+# ---------------------------------------------------------------------------
+FROM ${BASE_IMAGE} AS build
+
+ARG DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+
+ENV VENV=/opt/streamq/venv \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_INPUT=1 \
+    PIP_DEFAULT_TIMEOUT=180
+RUN python3 -m venv "$VENV"
+
+WORKDIR /src
+# Dependencies first, in a layer of their own: rebuilt only when pyproject.toml
+# or the constraints change, not on every change to the sources.
+COPY docker/constraints.txt /src/docker/constraints.txt
+COPY pyproject.toml /src/
+
+# A TLS-intercepting proxy between the build and the package index needs its CA:
+# the build script hands the host's bundle in as the optional secret "cacert"
+# (a secret, so it never lands in a layer).
+RUN --mount=type=secret,id=cacert \
+    --mount=type=cache,target=/root/.cache/pip,id=streamq-pip \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi \
+ && "$VENV/bin/python" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > /tmp/requirements.txt \
+ && "$VENV/bin/pip" install --constraint docker/constraints.txt --requirement /tmp/requirements.txt \
+ && SPARK_DIR="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
+ && test -x "$SPARK_DIR/bin/spark-submit" \
+ && ln -s "$SPARK_DIR" /opt/streamq/spark
+
+COPY app/ /src/app/
+COPY controller/ /src/controller/
+RUN --mount=type=secret,id=cacert \
+    --mount=type=cache,target=/root/.cache/pip,id=streamq-pip \
+    if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi \
+ && "$VENV/bin/pip" install --no-deps . \
+ && "$VENV/bin/pip" check \
+ && "$VENV/bin/pip" uninstall -y pip \
+ && ln -s "$("$VENV/bin/python" -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app
+
+# ---------------------------------------------------------------------------
+# runtime: Java 17, Python, the venv, the jars; no compilers, no pip
+# ---------------------------------------------------------------------------
+FROM ${BASE_IMAGE}
+
+ARG DEBIAN_FRONTEND=noninteractive
+# The operator runs drivers as this uid (controller/config.py run_as_user).
+ARG STREAMQ_UID=1000
+# openjdk's postinst wants the man1 folder that slim bases strip.
+RUN mkdir -p /usr/share/man/man1 \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends \
+      openjdk-17-jre-headless python3 bash tini procps ca-certificates \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java \
+ && groupadd --gid "$STREAMQ_UID" streamq \
+ && useradd --uid "$STREAMQ_UID" --gid "$STREAMQ_UID" --home-dir /home/streamq --create-home \
+      --shell /usr/sbin/nologin streamq
+
+COPY --from=build /opt/streamq/ /opt/streamq/
+# Spark's Kafka connector and the runtime dependencies the pyspark wheel lacks.
+COPY jars/spark-kafka/*.jar /opt/streamq/jars/spark-kafka/
+COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
+
+ENV JAVA_HOME=/opt/java \
+    SPARK_HOME=/opt/streamq/spark \
+    STREAMQ_JARS_DIR=/opt/streamq/jars/spark-kafka \
+    PYSPARK_PYTHON=/opt/streamq/venv/bin/python \
+    PYSPARK_DRIVER_PYTHON=/opt/streamq/venv/bin/python \
+    PATH=/opt/streamq/venv/bin:/opt/java/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    LANG=C.UTF-8 \
+    HOME=/home/streamq
+
+# Fail the build, not the first pod, when a piece is missing.
+RUN chmod 0755 /opt/streamq/bin/entrypoint \
+ && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
+ && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka; print("pyspark", pyspark.__version__)' \
+ && java -version \
+ && test -x "$SPARK_HOME/bin/spark-class"
+
+WORKDIR /home/streamq
+USER ${STREAMQ_UID}:${STREAMQ_UID}
+
+LABEL org.opencontainers.image.title="streamq" \
+      org.opencontainers.image.description="Spark Structured Streaming queries on Kubernetes: the operator, the PySpark job and Spark executors"
+
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/streamq/bin/entrypoint"]
+CMD ["job"]
