@@ -1,0 +1,45 @@
+# The two commands of the README are `make run` and `make test`; the rest are their parts.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST := $(VENV)/bin/pytest
+SPEC ?= examples/rate-to-console.yaml
+
+.PHONY: run test setup jars kube image unit integration e2e crd bench-latency help
+
+help:
+	@echo "make run          run SPEC (default $(SPEC)) locally: no cluster, no broker"
+	@echo "make test         install everything and run every test tier"
+	@echo "make unit         the fast tier (seconds)"
+	@echo "make integration  real Spark, real Kafka, real kube-apiserver"
+
+setup:
+	@hack/bootstrap.sh
+
+run:
+	@hack/run.sh $(SPEC)
+
+jars: setup
+	@hack/install-jars.sh
+
+kube:
+	@hack/install-kube.sh
+
+image: jars
+	@hack/build-image.sh
+
+unit: setup
+	$(PYTEST) -m unit -q
+
+integration: setup jars kube
+	$(PYTEST) -m integration
+
+e2e: setup jars kube image
+	$(PYTEST) -m e2e
+
+# Everything: the tool installs are idempotent and cached under ~/.cache/streamq.
+test:
+	@hack/test.sh
+
+crd: setup
+	$(PY) -m controller.crd

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# README command 2: install everything the tests need, then run every tier.
+#   hack/test.sh                 unit + integration + e2e
+#   hack/test.sh -m unit         any pytest arguments narrow it down
+# Heavy artifacts (Kafka and connector jars, Kubernetes binaries built from
+# source) are cached under ${STREAMQ_CACHE:-~/.cache/streamq} and rebuilt when missing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+start=$(date +%s)
+hack/bootstrap.sh
+hack/install-jars.sh
+hack/install-kube.sh
+echo "test: tools ready after $(( $(date +%s) - start ))s" >&2
+args=("$@")
+[ ${#args[@]} -gt 0 ] || args=(-m "unit or integration or e2e")
+exec "${STREAMQ_VENV:-$ROOT/.venv}/bin/pytest" "${args[@]}"
