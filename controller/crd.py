@@ -321,6 +321,10 @@ def render_yaml() -> str:
     return HEADER + yaml.safe_dump(render_crd(), sort_keys=False, width=120, allow_unicode=True)
 
 
+def _show(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m controller.crd", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="fail when a generated file differs")
@@ -336,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-            print(f"wrote {path.relative_to(REPO_ROOT)}")
+            print(f"wrote {_show(path)}")
     if stale:
-        print("out of date (run `python -m controller.crd`): " + ", ".join(str(p) for p in stale), file=sys.stderr)
+        print("out of date (run `python -m controller.crd`): " + ", ".join(_show(p) for p in stale), file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,256 @@
+"""What the operator creates for a driver attempt, field by field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.contract import LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, SECRETS_MOUNT_DIR
+from app.spec.load import load_document, validate_spec
+from controller import names, render
+from controller.config import Settings
+from tests.unit.controller.world import base_spec
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = Settings(job_image="streamq:9.9.9", spark_version="4.3.0")
+
+
+def make_run(spec: dict | None = None, attempt: int = 3, location: str | None = None) -> render.Run:
+    parsed = validate_spec(spec or base_spec())
+    return render.Run(query="payments", namespace="team-a", attempt=attempt, spec=parsed,
+                      checkpoint_location=location or parsed.checkpoint.location)  # fmt: skip
+
+
+def test_driver_pod_exact_fields():
+    run = make_run(base_spec(**{"runtime.driver": {"cores": 2, "memory": "2Gi"}}))
+    pod = render.driver_pod(run, SETTINGS)
+    assert pod["apiVersion"] == "v1" and pod["kind"] == "Pod"
+    meta = pod["metadata"]
+    assert meta["name"] == "payments-driver-3" and meta["namespace"] == "team-a"
+    assert meta["labels"] == {
+        LABEL_QUERY: "payments",
+        LABEL_COMPONENT: "driver",
+        LABEL_MANAGED_BY: "streamq",
+        names.LABEL_ATTEMPT: "3",
+    }
+    assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == render.spec_hash(run.spec, "/checkpoints/q")
+    assert meta["annotations"][names.ANNOTATION_CHECKPOINT] == "/checkpoints/q"
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["terminationGracePeriodSeconds"] == 60
+    assert spec["enableServiceLinks"] is False
+    assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    (c,) = spec["containers"]
+    assert c["name"] == "driver" and c["image"] == "streamq:9.9.9" and c["imagePullPolicy"] == "IfNotPresent"
+    assert c["args"] == ["job", "/etc/streamq/query.json"] and "command" not in c
+    assert c["resources"] == {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
+    assert c["terminationMessagePath"] == "/dev/termination-log"
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["STREAMQ_PROGRESS_FILE"] == "/tmp/streamq/progress.json"
+    assert env["STREAMQ_SECRETS_DIR"] == SECRETS_MOUNT_DIR
+    assert "ports" not in c
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["query"] == {"name": "query", "mountPath": "/etc/streamq", "readOnly": True}
+    assert {v["name"]: v for v in spec["volumes"]}["query"] == {"name": "query", "configMap": {"name": "payments-query"}}
+
+
+def test_image_from_the_spec_wins_over_the_operator_default():
+    run = make_run(base_spec(**{"runtime.image": "registry.local/streamq:custom"}))
+    assert render.driver_pod(run, SETTINGS)["spec"]["containers"][0]["image"] == "registry.local/streamq:custom"
+
+
+@pytest.mark.parametrize(
+    ("volume", "expected"),
+    [
+        ({"persistentVolumeClaim": {"claimName": "cp"}}, {"persistentVolumeClaim": {"claimName": "cp"}}),
+        ({"hostPath": "/data/cp"}, {"hostPath": {"path": "/data/cp", "type": "DirectoryOrCreate"}}),
+        ({"emptyDir": {"sizeLimit": "1Gi"}}, {"emptyDir": {"sizeLimit": "1Gi"}}),
+    ],
+)
+def test_the_checkpoint_volume_is_mounted_at_the_locations_parent(volume, expected):
+    run = make_run(base_spec(**{"checkpoint.volume": volume, "checkpoint.location": "/checkpoints/payments"}))
+    pod = render.driver_pod(run, SETTINGS)
+    vol = {v["name"]: v for v in pod["spec"]["volumes"]}["checkpoint"]
+    assert {k: v for k, v in vol.items() if k != "name"} == expected
+    mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["checkpoint"] == {"name": "checkpoint", "mountPath": "/checkpoints"}
+
+
+@pytest.mark.parametrize(
+    ("location", "mount"),
+    [
+        ("/checkpoints/q", "/checkpoints"),
+        ("/checkpoints/q/", "/checkpoints"),
+        ("file:///data/cp/q", "/data/cp"),
+        ("/q", "/q"),
+        ("s3a://bucket/q", None),
+    ],
+)
+def test_checkpoint_mount_path(location, mount):
+    assert render.checkpoint_mount_path(location) == mount
+
+
+def test_kafka_auth_secrets_are_mounted_read_only_by_name():
+    auth = {"secretRef": {"name": "kafka-creds"}}
+    spec = base_spec(**{"source.kafka.auth": auth, "sink.kafka.auth": {"secretRef": {"name": "sink-creds"}}})
+    pod = render.driver_pod(make_run(spec), SETTINGS)
+    mounts = {m["mountPath"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts[f"{SECRETS_MOUNT_DIR}/kafka-creds"]["readOnly"] is True
+    assert mounts[f"{SECRETS_MOUNT_DIR}/sink-creds"]["readOnly"] is True
+    secrets = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+    assert secrets == ["kafka-creds", "sink-creds"]
+
+
+def test_the_same_secret_is_mounted_once():
+    auth = {"secretRef": {"name": "kafka-creds"}}
+    pod = render.driver_pod(make_run(base_spec(**{"source.kafka.auth": auth, "sink.kafka.auth": auth})), SETTINGS)
+    assert [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v] == ["kafka-creds"]
+
+
+def test_config_map_holds_a_document_the_job_accepts():
+    run = make_run(base_spec(suspend=False), location="/checkpoints/q-reset-1")
+    cm = render.config_map(run, SETTINGS)
+    assert cm["metadata"]["name"] == "payments-query"
+    assert cm["metadata"]["labels"][LABEL_COMPONENT] == "query-config"
+    doc = json.loads(cm["data"]["query.json"])
+    assert doc["apiVersion"] == "streamq.io/v1alpha1" and doc["kind"] == "StreamingQuery"
+    assert doc["metadata"] == {"name": "payments", "namespace": "team-a"}
+    assert doc["spec"]["checkpoint"]["location"] == "/checkpoints/q-reset-1"
+    assert "suspend" not in doc["spec"]
+    loaded = load_document(doc)  # the job's own loader: the document is valid for it
+    assert loaded.name == "payments" and loaded.spec.checkpoint.location == "/checkpoints/q-reset-1"
+    assert loaded.spec.runtime.spark_conf["spark.driver.memory"] == "614m"
+
+
+def test_without_executors_spark_runs_local_in_the_driver():
+    run = make_run()
+    doc = render.query_document(run, SETTINGS)
+    assert set(doc["spec"]["runtime"]["sparkConf"]) == {"spark.driver.memory"}
+    assert render.driver_service(run) is None
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Pod"]
+
+
+def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf():
+    spec = base_spec(**{
+        "runtime.executors": {"instances": 2, "cores": 2, "memory": "2Gi"},
+        "runtime.sparkConf": {"spark.executor.memory": "3g"},
+        "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}},
+    })  # fmt: skip
+    run = make_run(spec)
+    conf = render.query_document(run, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert conf["spark.master"] == "k8s://https://kubernetes.default.svc:443"
+    assert conf["spark.submit.deployMode"] == "client"
+    assert conf["spark.kubernetes.driver.pod.name"] == "payments-driver-3"
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "payments-driver-3"
+    assert conf["spark.driver.host"] == "payments-driver-svc.team-a.svc"
+    assert conf["spark.driver.port"] == "7078" and conf["spark.driver.blockManager.port"] == "7079"
+    assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert conf["spark.executor.instances"] == "2" and conf["spark.executor.cores"] == "2"
+    assert conf["spark.executor.memory"] == "3g"  # the user's sparkConf wins
+    assert conf["spark.kubernetes.namespace"] == "team-a"
+    assert conf["spark.kubernetes.container.image"] == "streamq:9.9.9"
+    assert conf[f"spark.kubernetes.executor.label.{LABEL_COMPONENT}"] == "executor"
+    assert conf["spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.mount.path"] == "/checkpoints"
+    assert conf["spark.kubernetes.executor.volumes.persistentVolumeClaim.checkpoint.options.claimName"] == "cp"
+
+    svc = render.driver_service(run)
+    assert svc["metadata"]["name"] == "payments-driver-svc"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == names.labels("payments", "driver")
+    assert [p["port"] for p in svc["spec"]["ports"]] == [7078, 7079]
+
+    pod = render.driver_pod(run, SETTINGS)
+    assert pod["spec"]["serviceAccountName"] == "streamq-driver"
+    assert "automountServiceAccountToken" not in pod["spec"]
+    assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Service", "Pod"]
+
+
+def test_a_service_account_from_the_spec_is_used():
+    pod = render.driver_pod(make_run(base_spec(**{"runtime.serviceAccountName": "payments-sa"})), SETTINGS)
+    assert pod["spec"]["serviceAccountName"] == "payments-sa"
+
+
+def test_spark_application_exact_fields():
+    spec = base_spec(**{
+        "runtime.backend": "sparkApplication",
+        "runtime.executors": {"instances": 2, "cores": 1, "memory": "1Gi"},
+        "runtime.driver": {"cores": 1, "memory": "1536Mi"},
+        "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}},
+    })  # fmt: skip
+    run = make_run(spec)
+    app = render.spark_application(run, SETTINGS)
+    assert app["apiVersion"] == "sparkoperator.k8s.io/v1beta2" and app["kind"] == "SparkApplication"
+    assert app["metadata"]["name"] == "payments-driver-3"
+    assert app["metadata"]["labels"][names.LABEL_ATTEMPT] == "3"
+    s = app["spec"]
+    assert (s["type"], s["mode"], s["pythonVersion"], s["sparkVersion"]) == ("Python", "cluster", "3", "4.3.0")
+    assert s["image"] == "streamq:9.9.9"
+    assert s["mainApplicationFile"] == "local:///opt/streamq/app/__main__.py"
+    assert s["arguments"] == ["/etc/streamq/query.json"]
+    assert s["restartPolicy"] == {"type": "Never"}
+    assert s["driver"]["cores"] == 1 and s["driver"]["memory"] == "1536m"
+    assert s["driver"]["labels"] == names.labels("payments", "driver", 3)
+    assert s["driver"]["serviceAccount"] == "streamq-driver"
+    assert s["driver"]["podSecurityContext"]["runAsNonRoot"] is True
+    assert s["executor"]["instances"] == 2 and s["executor"]["memory"] == "1024m"
+    assert s["executor"]["volumeMounts"] == [{"name": "checkpoint", "mountPath": "/checkpoints"}]
+    assert {v["name"] for v in s["volumes"]} == {"query", "tmp", "checkpoint"}
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "SparkApplication"]
+    conf = render.query_document(run, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert conf["spark.master"] == "k8s://https://kubernetes.default.svc:443"
+    assert "spark.driver.host" not in conf and "spark.driver.memory" not in conf  # spark-operator's job
+
+
+def test_spark_application_without_executors_has_no_instances():
+    app = render.spark_application(make_run(base_spec(**{"runtime.backend": "sparkApplication"})), SETTINGS)
+    assert "instances" not in app["spec"]["executor"]
+
+
+@pytest.mark.parametrize(("quantity", "mib"), [("1Gi", 1024), ("512Mi", 512), ("1G", 954), ("1.5Gi", 1536), ("100", 1)])
+def test_memory_quantities_in_mebibytes(quantity, mib):
+    assert render.mebibytes(quantity) == mib
+
+
+def test_spec_hash_ignores_suspend_and_restart_policy_but_not_the_nonce_or_checkpoint():
+    a = validate_spec(base_spec())
+    same = [
+        validate_spec(base_spec(suspend=True)),
+        validate_spec(base_spec(**{"restartPolicy.maxRestarts": 99})),
+    ]
+    different = [validate_spec(base_spec(restartNonce="1")), validate_spec(base_spec(**{"runtime.parallelism": 8}))]
+    h = render.spec_hash(a, "/c")
+    assert all(render.spec_hash(s, "/c") == h for s in same)
+    assert all(render.spec_hash(s, "/c") != h for s in different)
+    assert render.spec_hash(a, "/other") != h
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def test_child_names_are_deterministic_dns_labels():
+    assert names.driver_name("payments", 7) == "payments-driver-7"
+    assert names.config_map_name("payments") == "payments-query"
+    assert names.driver_service_name("payments") == "payments-driver-svc"
+    assert names.driver_name("team.payments", 1) == "team-payments-driver-1"
+    assert names.driver_service_name("7eleven") == "sq-7eleven-driver-svc"
+    long = "a" * 200
+    name = names.driver_name(long, 12)
+    assert len(name) <= 63 and name.endswith("-driver-12")
+    assert name == names.driver_name(long, 12)
+    assert names.driver_name(long, 12) != names.driver_name("a" * 199, 12)
+
+
+def test_query_label_fits_a_label_value():
+    assert names.query_label("payments") == "payments"
+    long = "b" * 100
+    assert len(names.query_label(long)) <= 63 and names.query_label(long) == names.query_label(long)
+    assert names.selector("payments") == f"{LABEL_QUERY}=payments,{LABEL_COMPONENT}=driver,{LABEL_MANAGED_BY}=streamq"

@@ -1,0 +1,84 @@
+"""Status round trips, status patches, progress parsing, CLI flags, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import generate_latest
+
+from controller.__main__ import parse_args
+from controller.config import Settings
+from controller.metrics import Metrics
+from controller.phases import Phase
+from controller.progress import last_progress
+from controller.status import QueryStatus, status_patch
+
+pytestmark = pytest.mark.unit
+
+
+def test_status_parses_what_it_dumps_and_ignores_unknown_fields():
+    raw = {"phase": "Running", "restarts": 2, "attempt": 3, "lastFailure": {"reason": "DriverFailed", "exitCode": 70},
+           "somethingNew": {"a": 1}, "progress": {"batchId": 4}}  # fmt: skip
+    st = QueryStatus.parse(raw)
+    assert st.phase is Phase.RUNNING and st.last_failure.exit_code == 70 and st.progress == {"batchId": 4}
+    assert QueryStatus.parse(st.dump()).dump() == st.dump()
+
+
+def test_an_unreadable_status_keeps_the_counters():
+    st = QueryStatus.parse({"phase": "Exploded", "attempt": 4, "restarts": 1})
+    assert st.phase is None and (st.attempt, st.restarts) == (4, 1)
+    assert QueryStatus.parse(None).attempt == 0
+
+
+def test_status_patch_touches_only_what_changed():
+    old = {"phase": "Running", "restarts": 1, "message": "x", "progress": {"batchId": 1}, "kopf": {"x": 1}}
+    new = {"phase": "Restarting", "restarts": 1}
+    assert status_patch(old, new) == {"phase": "Restarting", "message": None}
+    assert status_patch(new, new) == {}
+
+
+def test_last_progress_record_from_a_log_tail():
+    log = "\n".join([
+        "26/01/01 12:00:00 WARN SparkSession: something",
+        json.dumps({"event": "progress", "batchId": 6, "committedOffsets": {"t": {"0": 5}}, "timestamp": "T1"}),
+        json.dumps({"event": "progress", "batchId": 7, "committedOffsets": {"t": {"0": 9}}, "numInputRows": 4,
+                    "inputRowsPerSecond": None, "timestamp": "T2"}),
+        "{not json",
+        "INFO done",
+    ])  # fmt: skip
+    assert last_progress(log) == {"batchId": 7, "committedOffsets": {"t": {"0": 9}}, "numInputRows": 4, "updatedAt": "T2"}
+    assert last_progress("nothing here\n") is None
+
+
+def test_cli_flags_and_environment():
+    args = parse_args([], env={})
+    assert args.namespaces is None and not args.standalone and args.metrics_port == 9090 and args.peering is None
+    args = parse_args([], env={"STREAMQ_NAMESPACES": "a, b", "STREAMQ_PEERING": "streamq", "STREAMQ_METRICS_PORT": "0"})
+    assert args.namespaces == ["a", "b"] and args.peering == "streamq" and args.metrics_port == 0
+    args = parse_args(["-n", "x", "--standalone", "--liveness", "http://0.0.0.0:8080/healthz"], env={"STREAMQ_NAMESPACES": "a"})
+    assert args.namespaces == ["x"] and args.standalone and args.liveness.endswith("/healthz")
+    with pytest.raises(SystemExit):
+        parse_args(["-n", "x", "-A"], env={})
+    with pytest.raises(SystemExit):
+        parse_args(["--standalone", "--peering", "p"], env={})
+
+
+def test_settings_from_environment():
+    s = Settings.from_env({"STREAMQ_JOB_IMAGE": "img:1", "STREAMQ_RUN_AS_USER": "2000", "STREAMQ_PROGRESS_INTERVAL_SECONDS": "5"})
+    assert (s.job_image, s.run_as_user, s.progress_interval_s) == ("img:1", 2000, 5.0)
+    assert Settings.from_env({}).job_image == "streamq:0.1.0"
+
+
+def test_metrics_count_reconciles_restarts_and_phases():
+    m = Metrics()
+    m.observe("ns", "a", "create", Phase.STARTING, restarted=False)
+    m.observe("ns", "b", "backoff", Phase.RESTARTING, restarted=True)
+    m.observe("ns", "a", "running", Phase.RUNNING, restarted=False)
+    text = generate_latest(m.registry).decode()
+    assert 'streamq_reconciles_total{verb="create"} 1.0' in text
+    assert 'streamq_query_restarts_total{namespace="ns",query="b"} 1.0' in text
+    assert 'streamq_queries{phase="Running"} 1.0' in text and 'streamq_queries{phase="Starting"} 0.0' in text
+    m.forget("ns", "b")
+    text = generate_latest(m.registry).decode()
+    assert 'streamq_queries{phase="Restarting"} 0.0' in text and 'query="b"' not in text
