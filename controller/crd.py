@@ -121,6 +121,9 @@ class _Converter:
             _describe_default(out, node.get("default"))
             return out
         out = {k: copy.deepcopy(v) for k, v in node.items() if k in _KEPT}
+        if "enum" in out and node.get("type") == "string":
+            # Bounds CEL's cost estimate; every allowed value fits, so nothing changes.
+            out["maxLength"] = max(len(v) for v in out["enum"])
         if node.get("type") == "object" or "properties" in node:
             out["type"] = "object"
             props = node.get("properties")
@@ -171,10 +174,7 @@ def _add_duration_rules(props: dict[str, Any]) -> None:
     b = _DEFAULTS["backoff"]
     initial, maximum = _or_default("self.initial", b.initial), _or_default("self.max", b.max)
     backoff["x-kubernetes-validations"] = [
-        {
-            "rule": f"duration({initial}) <= duration({maximum})",
-            "messageExpression": f"'initial (' + {initial} + ') is longer than max (' + {maximum} + ')'",
-        }
+        {"rule": f"duration({initial}) <= duration({maximum})", "message": "initial is longer than max"}
     ]
     trigger = props["trigger"]["properties"]
     trigger["continuous"]["x-kubernetes-validations"] = [
@@ -235,10 +235,9 @@ def _slot_rule() -> dict[str, str]:
     slots = f"({instances} > 0 ? {instances} * {cores} : {parallelism})"
     return {
         "rule": f"!has(self.trigger.continuous) || !has(self.source.rate) || {slots} > {partitions}",
-        "messageExpression": (
-            "'continuous mode needs more task slots than source partitions: ' + string("
-            + partitions + ") + ' partitions, ' + string(" + slots + ") + ' slots (set runtime.parallelism to at least ' + string("
-            + partitions + " + 1) + ')'"
+        "message": (
+            "continuous mode needs more task slots than source partitions: set runtime.parallelism "
+            "(or executors.instances x executors.cores) above source.rate.numPartitions"
         ),
         "fieldPath": ".runtime.parallelism",
     }
