@@ -1,0 +1,243 @@
+"""Smoke test of the streamq image, run without Docker.
+
+The image archive that ``hack/build-image.sh`` writes (the artifact that
+``ctr images import`` / ``kind load image-archive`` take) becomes a buildah
+container; its commands run through the image's own ENTRYPOINT, as its own
+non-root USER, with buildah's chroot isolation:
+
+* the image's config: non-root numeric user, tini + our entrypoint, the env the
+  job reads (STREAMQ_JARS_DIR, SPARK_HOME, JAVA_HOME), no compilers or pip;
+* ``controller --help`` (skipped, saying why, until controller/__main__.py exists);
+* the rate-to-console sample in continuous mode for ~40 s, stopped by SIGTERM:
+  rows appear on the console sink, each with ``doubled == 2 * value`` and an even
+  ``value``, and the job exits 0 (a clean stop);
+* a Spark executor started the way Spark's Kubernetes scheduler starts one
+  (``executor`` + SPARK_* env): the JVM loads KubernetesExecutorBackend with
+  the pyspark + Kafka classpath and tries to reach the driver URL it was given.
+
+Building the image takes minutes, so the test does not build it: it needs an
+archive that is up to date with the sources (``hack/build-image.sh --check``)
+and fails naming ``hack/build-image.sh`` otherwise (skips with
+STREAMQ_ALLOW_SKIP=1). STREAMQ_IMAGE_ARCHIVE=<path> tests a given archive
+without the freshness check. Needs root and buildah.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO_ROOT / "hack" / "build-image.sh"
+EXAMPLES = REPO_ROOT / "examples"
+RUN_SECONDS = 40
+# buildah names the container's host after the container, and its /etc/hosts does
+# not list that name (a pod's does): Spark would fail to resolve its own host name.
+HOST_ENV = {"SPARK_LOCAL_HOSTNAME": "localhost", "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def _unavailable(reason: str) -> None:
+    message = f"{reason}. Build the image with `hack/build-image.sh` (several minutes cold)."
+    if os.environ.get("STREAMQ_ALLOW_SKIP") == "1":
+        pytest.skip(message + " Skipping because STREAMQ_ALLOW_SKIP=1.")
+    pytest.fail(message + " Set STREAMQ_ALLOW_SKIP=1 to skip instead.", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def image_archive() -> Path:
+    override = os.environ.get("STREAMQ_IMAGE_ARCHIVE")
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            _unavailable(f"STREAMQ_IMAGE_ARCHIVE={override} does not exist")
+        return path
+    path = Path(subprocess.run([BUILD_SCRIPT, "--print-archive"], capture_output=True, text=True, check=True).stdout.strip())
+    if not path.is_file():
+        _unavailable(f"no image archive at {path}")
+    check = subprocess.run([BUILD_SCRIPT, "--check"], capture_output=True, text=True, timeout=300)
+    if check.returncode != 0:
+        _unavailable(f"the image archive {path} is stale: the sources changed since it was built ({check.stderr.strip()})")
+    return path
+
+
+class Container:
+    """A buildah working container made from an image archive."""
+
+    def __init__(self, name: str, config: dict):
+        self.name = name
+        self.config = config
+
+    @property
+    def entrypoint(self) -> list[str]:
+        return list(self.config.get("Entrypoint") or [])
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(item.split("=", 1) for item in self.config.get("Env") or [])
+
+    def run(self, *argv: str, env: dict[str, str] | None = None, volumes=(), timeout: float = 120) -> subprocess.CompletedProcess:
+        """Runs argv in the container as the image's USER, in its WORKDIR, with its env."""
+        cmd = ["buildah", "run", "--isolation", "chroot", "--network", "host"]
+        for key, value in {**HOST_ENV, **(env or {})}.items():
+            cmd += ["--env", f"{key}={value}"]
+        for volume in volumes:
+            cmd += ["--volume", volume]
+        cmd += [self.name, "--", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def run_image(self, *args: str, **kwargs) -> subprocess.CompletedProcess:
+        """Runs the image's ENTRYPOINT with args, as `docker run IMAGE args` would."""
+        return self.run(*self.entrypoint, *args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def container(image_archive: Path):
+    if shutil.which("buildah") is None:
+        _unavailable("buildah is not installed (apt-get install buildah)")
+    if os.geteuid() != 0:
+        _unavailable("running the image with buildah's chroot isolation needs root")
+    name = f"streamq-smoke-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(
+        ["buildah", "from", "--pull-never", "--name", name, f"docker-archive:{image_archive}"]
+        if not str(image_archive).endswith(".oci.tar")
+        else ["buildah", "from", "--pull-never", "--name", name, f"oci-archive:{image_archive}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert made.returncode == 0, f"buildah from {image_archive} failed:\n{made.stderr}"
+    try:
+        inspect = subprocess.run(["buildah", "inspect", "--type", "container", name], capture_output=True, text=True, check=True)
+        config = json.loads(inspect.stdout)["OCIv1"]["config"]
+        yield Container(name, config)
+    finally:
+        subprocess.run(["buildah", "rm", name], capture_output=True)
+
+
+def test_image_config_runs_as_non_root_through_tini_and_our_entrypoint(container):
+    user = container.config.get("User", "")
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, f"USER must be a numeric non-root uid (runAsNonRoot checks it), got {user!r}"
+    assert container.entrypoint[:2] == ["/usr/bin/tini", "--"], container.entrypoint
+    assert container.entrypoint[-1] == "/opt/streamq/bin/entrypoint", container.entrypoint
+    assert container.config.get("Cmd") == ["job"]
+    env = container.env
+    assert env["STREAMQ_JARS_DIR"] == "/opt/streamq/jars/spark-kafka"
+    assert env["SPARK_HOME"] and env["JAVA_HOME"]
+
+    whoami = container.run("id", "-u")
+    assert whoami.returncode == 0 and whoami.stdout.strip() == uid, whoami
+
+
+def test_image_has_java_17_python_and_no_build_tools(container):
+    java = container.run("java", "-version")
+    assert java.returncode == 0, java.stderr
+    assert re.search(r'version "17\.', java.stderr), java.stderr
+    tools = container.run("sh", "-c", "for t in gcc cc make pip pip3 g++; do command -v $t; done; true")
+    assert tools.stdout.strip() == "", f"build tools in the runtime image: {tools.stdout}"
+
+
+def test_job_finds_the_kafka_connector_jars(container):
+    probe = container.run(
+        "python", "-c", "import json; from app.pipeline.session import connector_jars; print(json.dumps(connector_jars()))"
+    )
+    assert probe.returncode == 0, probe.stderr
+    jars = [Path(p).name for p in json.loads(probe.stdout)]
+    assert any(j.startswith("spark-sql-kafka-0-10_2.13-") for j in jars), jars
+    assert any(j.startswith("kafka-clients-") for j in jars), jars
+    assert all(p.startswith("/opt/streamq/jars/spark-kafka/") for p in json.loads(probe.stdout))
+
+
+def test_operator_help(container):
+    if not (REPO_ROOT / "controller" / "__main__.py").exists():
+        pytest.skip("controller/__main__.py does not exist yet: `python -m controller` cannot run (the operator is being written)")
+    result = container.run_image("controller", "--help", timeout=120)
+    assert result.returncode == 0, f"controller --help failed:\n{result.stdout}\n{result.stderr}"
+    assert "usage" in (result.stdout + result.stderr).lower()
+
+
+def _console_rows(output: str) -> list[dict[str, str]]:
+    """Rows of the console sink's tables (`|col|col|` lines under a `|value|...` header)."""
+    rows, header = [], None
+    for line in output.splitlines():
+        line = line.strip()
+        if not (line.startswith("|") and line.endswith("|")):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if "value" in cells and "doubled" in cells:
+            header = cells
+        elif header and len(cells) == len(header):
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def test_rate_to_console_sample_prints_rows_and_stops_cleanly(container):
+    sample = EXAMPLES / "rate-to-console.yaml"
+    assert sample.is_file(), sample
+    # The job gets SIGTERM after RUN_SECONDS (through tini, as in a pod) and must stop cleanly.
+    result = container.run(
+        "timeout", "--preserve-status", "--kill-after=60", "--signal=TERM", str(RUN_SECONDS),
+        *container.entrypoint, "job", "run", "/examples/rate-to-console.yaml",
+        env={"TINI_SUBREAPER": "1"},
+        volumes=[f"{EXAMPLES}:/examples:ro"],
+        timeout=RUN_SECONDS + 120,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    rows = _console_rows(result.stdout)
+    assert rows, f"no console rows in {RUN_SECONDS} s (exit {result.returncode}):\n{output[-4000:]}"
+    for row in rows:
+        value, doubled = int(row["value"]), int(row["doubled"])
+        assert value % 2 == 0, row  # where: value % 2 = 0
+        assert doubled == 2 * value, row  # withColumn doubled = value * 2
+    assert len(rows) >= 5, f"only {len(rows)} rows in {RUN_SECONDS} s:\n{output[-4000:]}"
+    assert result.returncode == 0, f"the job did not stop cleanly on SIGTERM (exit {result.returncode}):\n{output[-4000:]}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_executor_entrypoint_starts_spark_kubernetes_executor_backend(container):
+    port = _free_port()  # nothing listens there: the executor must try it and give up
+    env = {
+        "SPARK_DRIVER_URL": f"spark://CoarseGrainedScheduler@127.0.0.1:{port}",
+        "SPARK_EXECUTOR_ID": "1",
+        "SPARK_EXECUTOR_CORES": "1",
+        "SPARK_APPLICATION_ID": "spark-smoke",
+        "SPARK_EXECUTOR_POD_IP": "127.0.0.1",
+        "SPARK_RESOURCE_PROFILE_ID": "0",
+        "SPARK_EXECUTOR_POD_NAME": "smoke-exec-1",
+        "SPARK_EXECUTOR_MEMORY": "512m",
+        "SPARK_JAVA_OPT_0": "-Dspark.network.timeout=5s",
+        "SPARK_JAVA_OPT_1": "-Dspark.rpc.numRetries=1",
+        "TINI_SUBREAPER": "1",
+    }
+    dry = container.run_image("executor", env={**env, "STREAMQ_ENTRYPOINT_DRY_RUN": "1"})
+    assert dry.returncode == 0, dry.stderr
+    command = dry.stdout
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in command
+    assert "/opt/streamq/jars/spark-kafka/\\*" in command, command  # the Kafka jars are on the classpath
+    for flag, value in [("--driver-url", env["SPARK_DRIVER_URL"]), ("--executor-id", "1"), ("--cores", "1"),
+                        ("--app-id", "spark-smoke"), ("--hostname", "127.0.0.1"), ("--resourceProfileId", "0"),
+                        ("--podName", "smoke-exec-1")]:  # fmt: skip
+        assert f"{flag} {value}" in command, (flag, command)
+    assert "-Xmx512m" in command and "-Dspark.network.timeout=5s" in command
+
+    real = container.run_image("executor", env=env, timeout=180)
+    output = real.stdout + real.stderr
+    assert "KubernetesExecutorBackend" in output and "Started daemon" in output, output[-4000:]
+    assert "ClassNotFoundException" not in output and "Usage" not in output, output[-4000:]
+    assert f"127.0.0.1:{port}" in output, output[-4000:]  # it tried the driver it was given
+    assert real.returncode != 0  # and gave up, since no driver answers
