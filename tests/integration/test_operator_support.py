@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -200,8 +199,8 @@ class Cluster:
                 "metadata": {"name": name, "namespace": self.namespace}, "spec": spec}  # fmt: skip
 
     def apply(self, name: str, spec: dict, check: bool = True) -> subprocess.CompletedProcess:
-        """`kubectl apply` exactly as a user would."""
-        return self.kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(self.resource(name, spec)), check=check)
+        """`kubectl apply` exactly as a user would (the manifest as JSON: no YAML 1.1 surprises)."""
+        return self.kube.kubectl("apply", "-f", "-", input=json.dumps(self.resource(name, spec)), check=check)
 
     def get(self, name: str) -> dict | None:
         try:

@@ -1,0 +1,136 @@
+"""The API server itself refuses invalid StreamingQueries (schema and CEL from the
+generated CRD), with the message `kubectl apply` prints. No operator runs here.
+
+Each case is also refused by the spec model (app.spec.load.validate_spec), so the
+CRD never lets through what the job would refuse for the same reason, and never
+refuses what the model accepts (the valid cases)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from app.spec.load import validate_spec
+from app.spec.problems import SpecError
+from test_operator_support import api_client, base_spec, cluster, namespace, streamq_installed  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+KAFKA = {"bootstrapServers": "kafka:9092", "topics": ["payments"]}
+
+
+def spec_with(**changes) -> dict:
+    spec = copy.deepcopy(base_spec())
+    spec.pop("restartPolicy")
+    for path, value in changes.items():
+        *parents, last = path.split(".")
+        node = spec
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return spec
+
+
+INVALID = [
+    ("two sources", spec_with(source={"rate": {}, "kafka": KAFKA}),
+     'spec.source: Invalid value: "object": set exactly one of: kafka, rate'),
+    ("no source kind", spec_with(source={}),
+     'spec.source: Invalid value: "object": set exactly one of: kafka, rate'),
+    ("two sinks", spec_with(sink={"console": {}, "memory": {"table": "t"}}),
+     "set exactly one of: kafka, console, memory"),
+    ("two triggers", spec_with(trigger={"continuous": {}, "microBatch": {}}),
+     "set exactly one of: continuous, realTime, microBatch, availableNow"),
+    ("transform with two steps", spec_with(transforms=[{"where": "x > 1", "drop": ["col"]}]),
+     'spec.transforms[0]: Invalid value: "object": set exactly one of: where, select, withColumn, drop, sql'),
+    ("missing trigger", spec_with(trigger=None),
+     "spec.trigger: Required value"),
+    ("missing checkpoint location", spec_with(checkpoint={}),
+     "spec.checkpoint.location: Required value"),
+    ("real-time mode reads kafka only", spec_with(trigger={"realTime": {}}, outputMode="update"),
+     "spec.source: Invalid value: \"object\": realTime mode cannot read from a rate source (allowed: kafka)"),
+    ("continuous mode appends only", spec_with(outputMode="update"),
+     "spec.outputMode: Invalid value: \"object\": continuous mode supports only append output, not update"),
+    ("real-time mode updates only",
+     spec_with(source={"kafka": KAFKA}, trigger={"realTime": {"batchDuration": "5s"}}, outputMode="append"),
+     "realTime mode supports only update output, not append"),
+    ("continuous mode needs a free slot", spec_with(**{"source.rate.numPartitions": 4, "runtime.parallelism": 4}),
+     "spec.runtime.parallelism: Invalid value: \"object\": continuous mode needs more task slots than source partitions"),
+    ("continuous mode counts executor slots",
+     spec_with(**{"source.rate.numPartitions": 4, "runtime.executors": {"instances": 2, "cores": 2}}),
+     "continuous mode needs more task slots than source partitions"),
+    ("backoff initial above max", spec_with(restartPolicy={"backoff": {"initial": "10m", "max": "1m"}}),
+     "spec.restartPolicy.backoff: Invalid value: \"object\": initial is longer than max"),
+    ("backoff initial above the default max", spec_with(restartPolicy={"backoff": {"initial": "1h"}}),
+     "initial is longer than max"),
+    ("zero checkpoint interval", spec_with(trigger={"continuous": {"checkpointInterval": "0s"}}),
+     "spec.trigger.continuous.checkpointInterval: Invalid value: \"object\": checkpointInterval must be longer than 0"),
+    ("duration without a unit", spec_with(trigger={"continuous": {"checkpointInterval": "5 seconds"}}),
+     "spec.trigger.continuous.checkpointInterval: Invalid value: \"5 seconds\": spec.trigger.continuous.checkpointInterval in body should match '^[0-9]+(ms|s|m|h)$'"),
+    ("topics and pattern", spec_with(source={"kafka": {**KAFKA, "pattern": "pay.*"}}),
+     'spec.source.kafka: Invalid value: "object": set exactly one of: topics, pattern'),
+    ("empty topic list", spec_with(source={"kafka": {"bootstrapServers": "kafka:9092", "topics": []}}),
+     "spec.source.kafka.topics: Invalid value: 0: spec.source.kafka.topics in body should have at least 1 items"),
+    ("bootstrap servers without a port", spec_with(source={"kafka": {"bootstrapServers": "kafka", "topics": ["t"]}}),
+     "spec.source.kafka.bootstrapServers in body should match"),
+    ("parallelism zero", spec_with(**{"runtime.parallelism": 0}),
+     "spec.runtime.parallelism: Invalid value: 0: spec.runtime.parallelism in body should be greater than or equal to 1"),
+    ("unknown backend", spec_with(**{"runtime.backend": "yarn"}),
+     'spec.runtime.backend: Unsupported value: "yarn": supported values: "pod", "sparkApplication"'),
+    ("unknown output mode", spec_with(outputMode="sideways"),
+     'spec.outputMode: Unsupported value: "sideways"'),
+    ("unknown field", spec_with(sourse={"rate": {}}),
+     'unknown field "spec.sourse"'),
+    ("negative maxRestarts", spec_with(restartPolicy={"maxRestarts": -1}),
+     "spec.restartPolicy.maxRestarts in body should be greater than or equal to 0"),
+    ("memory that is not a quantity", spec_with(**{"runtime.driver": {"memory": "lots"}}),
+     "spec.runtime.driver.memory in body should match"),
+    ("too many transforms", spec_with(transforms=[{"where": "value > 0"}] * 65),
+     "spec.transforms: Too many: 65: must have at most 64 items"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "spec", "message"), INVALID, ids=[c[0] for c in INVALID])
+def test_the_api_server_refuses_with_kubectls_message(cluster, case, spec, message):
+    result = cluster.apply("bad", spec, check=False)
+    assert result.returncode != 0, f"{case}: accepted\n{result.stdout}"
+    assert message in result.stderr, result.stderr
+    assert cluster.get("bad") is None
+    with pytest.raises(SpecError):
+        validate_spec(spec)  # the model refuses it too
+
+
+VALID = [
+    ("the base", spec_with()),
+    ("null maxRestarts means unlimited", spec_with(restartPolicy={"maxRestarts": None})),
+    ("kafka to kafka in real-time mode", spec_with(
+        source={"kafka": KAFKA}, sink={"kafka": {"bootstrapServers": "a:1,b:2", "topic": "out"}},
+        trigger={"realTime": {"batchDuration": "5s"}}, outputMode="update")),
+    ("available now with a pattern", spec_with(
+        source={"kafka": {"bootstrapServers": "kafka:9092", "pattern": "pay.*"}}, trigger={"availableNow": {}})),
+    ("executors give the slots", spec_with(**{"source.rate.numPartitions": 4, "runtime.parallelism": 1,
+                                             "runtime.executors": {"instances": 5}})),
+    ("every transform kind", spec_with(transforms=[
+        {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},
+        {"drop": ["timestamp"]}, {"sql": "SELECT * FROM input"}])),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "spec"), VALID, ids=[c[0] for c in VALID])
+def test_valid_specs_are_accepted_and_stored_as_given(cluster, case, spec):
+    validate_spec(spec)  # the model accepts it
+    name = f"ok-{VALID.index((case, spec))}"
+    cluster.custom.create_namespaced_custom_object(
+        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", cluster.resource(name, spec))
+    assert cluster.get(name)["spec"] == spec  # nothing pruned, nothing defaulted
+
+
+def test_kubectl_apply_drops_a_null_max_restarts(cluster):
+    """`maxRestarts: null` (unlimited) survives the API (the field is nullable), but kubectl
+    apply reads null as "remove this field", so the default (10) applies: a limit of the
+    model's null-means-unlimited choice worth knowing."""
+    cluster.apply("nulls", spec_with(restartPolicy={"maxRestarts": None}))
+    assert cluster.get("nulls")["spec"]["restartPolicy"] == {}
