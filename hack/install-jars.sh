@@ -137,7 +137,9 @@ install_spark_kafka() {
     log "WARNING: pyspark not found (set PYTHON or PYSPARK_JARS); could not check for duplicates of pyspark's jars"
   fi
   for a in spark-sql-kafka-0-10_2.13 spark-token-provider-kafka-0-10_2.13 kafka-clients commons-pool2; do
-    compgen -G "$stage/$a-[0-9]*.jar" >/dev/null || die "spark-kafka: $a missing after resolution"
+    compgen -G "$stage/$a-[0-9]*.jar" >/dev/null \
+      || { [[ -n "$pyjars" ]] && compgen -G "$pyjars/$a-[0-9]*.jar" >/dev/null; } \
+      || die "spark-kafka: $a missing after resolution"
   done
 
   printf '%s\n' "$fp" > "$stage/.complete"

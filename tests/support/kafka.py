@@ -71,9 +71,16 @@ def _complete(folder: Path) -> bool:
 def jars_dir() -> Path:
     """Folder with Spark's Kafka connector and the deps pyspark lacks.
 
-    Every ``*.jar`` in it goes on ``spark.jars``. Raises JarsMissing when the
-    install is absent or incomplete.
+    Every ``*.jar`` in it goes on ``spark.jars``. ``$STREAMQ_JARS_DIR`` (what
+    the job reads too, e.g. in the image) wins over the cache. Raises
+    JarsMissing when the install is absent or incomplete.
     """
+    env = os.environ.get("STREAMQ_JARS_DIR")
+    if env:
+        folder = Path(env)
+        if not any(folder.glob("spark-sql-kafka-0-10_*.jar")):
+            raise JarsMissing(f"STREAMQ_JARS_DIR={env} has no spark-sql-kafka-0-10 jar: {INSTALL_HINT}")
+        return folder
     folder = cache_dir() / "jars" / "spark-kafka"
     if not _complete(folder) or not any(folder.glob("*.jar")):
         raise JarsMissing(f"Spark's Kafka connector jars are missing from {folder}: {INSTALL_HINT}")
@@ -259,6 +266,10 @@ class KafkaBroker:
             "share.coordinator.state.topic.min.isr": 1,
             "share.coordinator.state.topic.num.partitions": 1,
             "group.initial.rebalance.delay.ms": 0,
+            # After a kill -9 the restarted node is refused (DUPLICATE_BROKER_REGISTRATION)
+            # until the dead incarnation's session expires: 9 s by default.
+            "broker.session.timeout.ms": 3000,
+            "broker.heartbeat.interval.ms": 500,
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
             "num.network.threads": 2,

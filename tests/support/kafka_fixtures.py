@@ -18,36 +18,35 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import pytest
 
 from tests.support import kafka as _kafka
 from tests.support.kafka import JarsMissing, KafkaBroker, kafka_libs_dir, make_topic_name
 
+T = TypeVar("T")
 
-def _missing(err: JarsMissing) -> None:
+
+def _required(find: Callable[[], T]) -> T:
+    """``find()``, or fail the test (skip with STREAMQ_ALLOW_SKIP=1) when jars are missing."""
+    try:
+        return find()
+    except JarsMissing as err:
+        message = str(err)  # leave the except block: no chained traceback in the report
     if os.environ.get("STREAMQ_ALLOW_SKIP") == "1":
-        pytest.skip(f"{err} (skipped because STREAMQ_ALLOW_SKIP=1)")
-    pytest.fail(str(err), pytrace=False)
+        pytest.skip(f"{message} (skipped because STREAMQ_ALLOW_SKIP=1)")
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def spark_kafka_jars() -> list[str]:
-    try:
-        return [str(p) for p in _kafka.spark_kafka_jars()]
-    except JarsMissing as err:
-        _missing(err)
-        raise  # unreachable
+    return [str(p) for p in _required(_kafka.spark_kafka_jars)]
 
 
 @pytest.fixture(scope="session")
 def kafka_broker() -> Iterator[KafkaBroker]:
-    try:
-        libs = kafka_libs_dir()
-    except JarsMissing as err:
-        _missing(err)
-        raise  # unreachable
+    libs = _required(kafka_libs_dir)
     broker = KafkaBroker(libs)
     broker.start()
     try:
@@ -58,11 +57,7 @@ def kafka_broker() -> Iterator[KafkaBroker]:
 
 @pytest.fixture
 def kafka_broker_factory() -> Iterator[Callable[..., KafkaBroker]]:
-    try:
-        libs = kafka_libs_dir()
-    except JarsMissing as err:
-        _missing(err)
-        raise  # unreachable
+    libs = _required(kafka_libs_dir)
     made: list[KafkaBroker] = []
 
     def make(**kwargs) -> KafkaBroker:
