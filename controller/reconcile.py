@@ -9,6 +9,7 @@ resourceVersion it was decided on.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,9 @@ from controller.progress import last_progress
 from controller.status import QueryStatus, status_patch
 
 CREATE_RETRY_S = 15.0
+# Fault injection for the crash tests: "exit-after-create" kills the process between
+# creating a driver and recording it in the status, the worst moment to die.
+FAILPOINT_ENV = "STREAMQ_FAILPOINT"
 PROGRESS_LOG_LINES = 200
 
 
@@ -105,6 +109,8 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                         kube.apply_config_map(child)
                     elif kube.create(child):
                         log.info("created %s %s", child["kind"], child["metadata"]["name"])
+                if os.environ.get(FAILPOINT_ENV) == "exit-after-create":
+                    os._exit(137)
             except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down
                 message = api_message(exc)
                 log.warning("cannot create the driver of %s: %s", inputs.name, message)

@@ -1,0 +1,69 @@
+"""The operator dies (SIGKILL) in the middle of its work and starts again: no duplicate
+drivers, no failure counted twice, a status that matches the world."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller import names
+from test_operator_support import (  # noqa: F401  (fixtures)
+    api_client,
+    base_spec,
+    cluster,
+    namespace,
+    start_operator,
+    streamq_installed,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_killed_between_creating_the_driver_and_writing_the_status(cluster, start_operator):
+    crashing = start_operator(STREAMQ_FAILPOINT="exit-after-create")
+    cluster.apply("q", base_spec())
+    wait_for(lambda: crashing.exited, 60, "the operator to die at the failpoint")
+    assert crashing.proc.returncode == 137
+    assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-1"]
+    assert "driver" not in cluster.status("q")  # the write that never happened
+
+    start_operator()
+    status = cluster.wait_status("q", lambda s: s.get("driver") == "q-driver-1", what="the driver adopted")
+    assert status["attempt"] == 1 and status["phase"] == "Starting"
+    assert status["lastReconciledSpec"]
+    cluster.pod_runs("q-driver-1")
+    cluster.wait_phase("q", "Running")
+    assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-1"]
+
+
+def test_killed_while_starting_many_queries(cluster, start_operator):
+    queries = [f"q{i}" for i in range(6)]
+    for q in queries:
+        cluster.apply(q, base_spec())
+    first = start_operator()
+    wait_for(lambda: any(cluster.driver_pods(q) for q in queries), 60, "a first driver")
+    first.kill()
+
+    start_operator()
+    for q in queries:
+        cluster.wait_status(q, lambda s: s.get("driver") == names.driver_name(q, 1) and s.get("phase") == "Starting",
+                            what="one driver per query")  # fmt: skip
+    for q in queries:
+        pods = cluster.driver_pods(q)
+        assert [p.metadata.name for p in pods] == [names.driver_name(q, 1)], q
+        assert cluster.status(q)["attempt"] == 1
+
+
+def test_killed_during_the_backoff_counts_the_failure_once(cluster, start_operator):
+    first = start_operator()
+    cluster.apply("q", base_spec(restartPolicy={"backoff": {"initial": "3s", "max": "3s"}, "maxRestarts": 3}))
+    cluster.wait_driver("q", 1)
+    cluster.pod_dies("q-driver-1", 70, "QUERY_FAILED: boom")
+    cluster.wait_status("q", lambda s: s.get("restarts") == 1 and s.get("phase") == "Restarting")
+    first.kill()
+
+    start_operator()
+    cluster.wait_driver("q", 2, timeout=60)
+    status = cluster.wait_phase("q", "Starting")
+    assert status["restarts"] == 1 and status["attempt"] == 2
+    assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-2"]
