@@ -70,7 +70,7 @@ def _new_api_client() -> client.ApiClient:
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.posting.reporting_component = "streamq-operator"
-    settings.posting.level = logging.WARNING  # our own events are explicit; kopf's INFO logs stay logs
+    settings.posting.loggers = False  # events are explicit (kopf.event), log lines stay logs
     settings.watching.label_selectors["pods"] = names.driver_pod_selector()  # server-side filter
     settings.watching.label_selectors[SPARK_GROUP, SPARK_PLURAL] = names.driver_pod_selector()
     settings.execution.max_workers = 32
@@ -139,8 +139,7 @@ async def reconciler(
             decision = outcome.decision
             for event in decision.events:
                 kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-                log = logger.warning if event.type == "Warning" else logger.info
-                log("%s: %s", event.reason, event.message)
+                logger.info("%s %s: %s", event.type, event.reason, event.message)
             memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted)
             delay = CONFLICT_DELAY_S if outcome.conflict else settings.resync_interval_s
             if decision.requeue_after is not None:

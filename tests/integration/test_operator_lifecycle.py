@@ -200,3 +200,26 @@ def test_a_spec_invalid_for_the_static_rules_is_invalid(cluster, operator):
     cluster.wait_event("q", "InvalidSpec")
     cluster.patch_spec("q", {"transforms": [{"where": "value > 0"}]})
     cluster.wait_driver("q", 1)
+
+
+def test_metrics_and_liveness(cluster, start_operator):
+    import urllib.request
+
+    from tests.support.kube import free_port
+
+    port = free_port()
+    op = start_operator(metrics_port=port)
+    cluster.apply("q", base_spec())
+    cluster.wait_driver("q", 1)
+    cluster.pod_runs("q-driver-1")
+    cluster.wait_phase("q", "Running")
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return r.read().decode()
+
+    wait_for(lambda: 'streamq_queries{phase="Running"} 1.0' in scrape(), 30, "the Running gauge")
+    text = scrape()
+    assert 'streamq_reconciles_total{verb="create"} 1.0' in text
+    with urllib.request.urlopen(f"http://127.0.0.1:{op.liveness_port}/healthz", timeout=5) as r:
+        assert r.status == 200 and b"reconcilers" in r.read()

@@ -120,9 +120,11 @@ def now() -> str:
 class Operator:
     """`python -m controller` watching one namespace, as the operator's ServiceAccount."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, env: dict[str, str] | None = None):
+    def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, env: dict[str, str] | None = None,
+                 metrics_port: int = 0):  # fmt: skip
         self.kubeconfig, self.namespace, self.log_path = kubeconfig, namespace, log_path
         self.env = env or {}
+        self.metrics_port = metrics_port
         self.proc: subprocess.Popen | None = None
         self.liveness_port = 0
 
@@ -138,7 +140,7 @@ class Operator:
         }
         argv = [
             sys.executable, "-m", "controller", "--standalone", "-n", self.namespace, "--verbose",
-            "--metrics-port", "0", "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
+            "--metrics-port", str(self.metrics_port), "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
         ]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         try:
@@ -324,8 +326,9 @@ def start_operator(streamq_installed: Path, namespace: str, tmp_path: Path):
     """Start (and restart) operators on the test's namespace; all stopped at the end."""
     started: list[Operator] = []
 
-    def start(**env: str) -> Operator:
-        op = Operator(streamq_installed, namespace, tmp_path / f"operator-{len(started)}.log", env=env)
+    def start(metrics_port: int = 0, **env: str) -> Operator:
+        op = Operator(streamq_installed, namespace, tmp_path / f"operator-{len(started)}.log", env=env,
+                      metrics_port=metrics_port)  # fmt: skip
         started.append(op)
         return op.start()
 
