@@ -315,8 +315,11 @@ def decide(inputs: Inputs, settings: Settings | None = None) -> Decision:
     if current.phase is DriverPhase.RUNNING:
         return _running(d, current, run_spec)
     if current.active:
+        message = f"driver {current.name} is starting" + (f" ({current.waiting})" if current.waiting else "")
         if old.phase is not Phase.STARTING:
-            d.phase(Phase.STARTING, Reason.DRIVER_STARTING, f"driver {current.name} is starting")
+            d.phase(Phase.STARTING, Reason.DRIVER_STARTING, message)
+        elif current.waiting:
+            d.status.message = message  # e.g. ErrImagePull: say so while it lasts
         return d.finish("wait")
     return _ended(d, current, run_spec)
 

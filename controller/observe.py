@@ -41,6 +41,7 @@ class Driver:
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
     message: str | None = None  # the termination message the job wrote
+    waiting: str | None = None  # why a container does not run yet: "ErrImagePull: ..."
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -82,11 +83,14 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         phase = DriverPhase(status.get("phase") or "Pending")
     except ValueError:
         phase = DriverPhase.UNKNOWN
-    exit_code = reason = message = None
+    exit_code = reason = message = waiting = None
     started_at = finished_at = None
     container = _container_status(pod)
     if container is not None:
         state = container.get("state") or {}
+        if state.get("waiting") and state["waiting"].get("reason") not in (None, "ContainerCreating"):
+            wait = state["waiting"]
+            waiting = f"{wait['reason']}: {wait['message']}" if wait.get("message") else wait["reason"]
         if "terminated" in state and state["terminated"] is not None:
             term = state["terminated"]
             exit_code = term.get("exitCode")
@@ -111,6 +115,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         exit_code=exit_code,
         reason=reason,
         message=message,
+        waiting=waiting,
         created_at=parse_time(meta.get("creationTimestamp")),
         started_at=started_at,
         finished_at=finished_at,

@@ -594,3 +594,12 @@ def test_every_decision_reaches_a_steady_state_and_every_status_round_trips():
         dumped = decision.status.dump()
         assert QueryStatus.parse(dumped).dump() == dumped
     assert w.drivers and all(d.owner_uid == UID for d in w.drivers)
+
+
+def test_a_driver_that_cannot_start_says_why():
+    w = World()
+    w.reconcile()
+    w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "waiting": "ErrImagePull: image streamq:test not found"})
+    d = w.reconcile()
+    assert d.status.phase is Phase.STARTING and "ErrImagePull" in d.status.message
+    assert w.reconcile().status.dump() == d.status.dump()

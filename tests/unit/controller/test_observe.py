@@ -89,3 +89,9 @@ def test_a_spark_applications_driver_pod_gives_the_exit_code():
 def test_drivers_are_sorted_by_attempt():
     ds = drivers_from([pod(name="q-driver-3", attempt="3"), pod(name="q-driver-2", attempt="2")], [])
     assert [d.name for d in ds] == ["q-driver-2", "q-driver-3"]
+
+
+def test_a_waiting_container_says_why():
+    d = driver_from_pod(pod(phase="Pending", state={"waiting": {"reason": "ErrImagePull", "message": "not found"}}))
+    assert d.waiting == "ErrImagePull: not found" and d.active
+    assert driver_from_pod(pod(phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})).waiting is None
