@@ -1,0 +1,51 @@
+"""The kopf wiring that can be checked without a cluster: settings, wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import kopf
+import pytest
+from kopf._cogs.structs import references
+from kubernetes import client
+
+from controller import handlers
+
+pytestmark = pytest.mark.unit
+
+
+def _resource(group: str, version: str, plural: str, kind: str) -> references.Resource:
+    return references.Resource(group=group, version=version, plural=plural, kind=kind, singular=kind.lower(),
+                               namespaced=True, verbs=["list", "watch"])  # fmt: skip
+
+
+def test_startup_settings(monkeypatch):
+    monkeypatch.setattr(handlers, "_new_api_client", lambda: client.ApiClient(client.Configuration()))
+    settings, memo = kopf.OperatorSettings(), kopf.Memo(metrics_port=0)
+    handlers.configure(settings=settings, memo=memo, logger=logging.getLogger("test"))
+    assert settings.persistence.finalizer == "streamq.io/finalizer"
+    assert settings.posting.loggers is False
+    pods = _resource("", "v1", "pods", "Pod")
+    assert list(settings.watching.label_selectors.collect(pods)) == [
+        "streamq.io/component=driver,app.kubernetes.io/managed-by=streamq"
+    ]
+    queries = _resource("streamq.io", "v1alpha1", "streamingqueries", "StreamingQuery")
+    assert list(settings.watching.label_selectors.collect(queries)) == []  # every query is watched
+    assert memo.settings.job_image and len(memo.wakers) == 0
+    assert handlers.liveness(memo=memo) == 0
+
+
+def test_wakers_wake_the_right_query():
+    async def scenario():
+        wakers = handlers.Wakers()
+        a, b = wakers.register("ns", "a"), wakers.register("ns", "b")
+        wakers.wake("ns", "a")
+        wakers.wake("other", "b")
+        wakers.wake(None, None)
+        assert a.is_set() and not b.is_set()
+        await handlers._sleep(b, 0.01)  # times out quietly
+        wakers.unregister("ns", "a")
+        assert len(wakers) == 1
+
+    asyncio.run(scenario())
