@@ -314,6 +314,9 @@ def decide(inputs: Inputs, settings: Settings | None = None) -> Decision:
         return _replace_outdated(d, current, last, run_spec)
     if current.phase is DriverPhase.RUNNING:
         return _running(d, current, run_spec)
+    if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
+        d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"
+        return d.finish("wait")
     if current.active:
         message = f"driver {current.name} is starting" + (f" ({current.waiting})" if current.waiting else "")
         if old.phase is not Phase.STARTING:

@@ -603,3 +603,10 @@ def test_a_driver_that_cannot_start_says_why():
     d = w.reconcile()
     assert d.status.phase is Phase.STARTING and "ErrImagePull" in d.status.message
     assert w.reconcile().status.dump() == d.status.dump()
+
+
+def test_an_unknown_driver_state_changes_nothing_but_the_message():
+    w = running_world()
+    w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "phase": DriverPhase.UNKNOWN})
+    d = w.reconcile()
+    assert d.actions == () and d.status.phase is Phase.RUNNING and "unknown" in d.status.message
