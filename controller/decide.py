@@ -1,6 +1,6 @@
 """The next step for one query, from what is desired and what exists (pure).
 
-``decide(inputs, settings)`` reads the resource (spec, generation, status) and the
+``decide(inputs)`` reads the resource (spec, generation, status) and the
 observed drivers at time ``now`` and returns a :class:`Decision`: the status to
 write, the drivers to create or delete, the events to post and when to look
 again. It never talks to Kubernetes, so every transition is a table-driven
@@ -26,7 +26,7 @@ The rules, in order:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,7 +35,6 @@ from app.spec.load import validate_spec
 from app.spec.model import IncompatibleChange, QuerySpec, RestartType, duration_ms
 from app.spec.problems import SpecError
 from controller import render
-from controller.config import Settings
 from controller.observe import Driver, DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.status import CheckpointStatus, Condition, Failure, QueryStatus, format_time, parse_time
@@ -232,8 +231,7 @@ def _conditions(d: _Draft) -> list[Condition]:
 # --- decide ----------------------------------------------------------------------------
 
 
-def decide(inputs: Inputs, settings: Settings | None = None) -> Decision:
-    settings = settings or Settings()
+def decide(inputs: Inputs) -> Decision:
     d = _Draft(inputs=inputs, status=inputs.status.model_copy(deep=True))
     d.status.observed_generation = inputs.generation
     old = inputs.status
@@ -302,7 +300,7 @@ def decide(inputs: Inputs, settings: Settings | None = None) -> Decision:
 
     # 5. no driver: create one, unless another still exists or a backoff runs
     if current is None:
-        return _no_driver(d, inputs, run_spec, checkpoint, attempt, blockers, settings)
+        return _no_driver(d, inputs, run_spec, checkpoint, attempt, blockers)
     if current.deleting:
         d.wait(WAIT_FOR_DELETION_S)
         if d.status.phase is None:
@@ -367,7 +365,8 @@ def _suspend(d: _Draft, current: Driver | None) -> Decision:
     return d.finish("suspend")
 
 
-def _no_driver(d: _Draft, inputs, run_spec, checkpoint, attempt, blockers, settings) -> Decision:
+def _no_driver(d: _Draft, inputs: Inputs, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt: int,
+               blockers: list[Driver]) -> Decision:  # fmt: skip
     old, now = d.old, inputs.now
     if blockers:
         names_ = ", ".join(x.name for x in blockers)
@@ -529,7 +528,3 @@ def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: fl
         d.event("Warning", Reason.DRIVER_CREATE_FAILED, d.status.message)
     d.wait(retry_in)
     return d.finish("create-failed")
-
-
-def with_requeue(decision: Decision, seconds: float) -> Decision:
-    return replace(decision, requeue_after=seconds if decision.requeue_after is None else min(seconds, decision.requeue_after))

@@ -75,7 +75,7 @@ def reconcile_once(
         drivers=observed.drivers,
         now=now or datetime.now(UTC),
     )
-    decision = decide(inputs, settings)
+    decision = decide(inputs)
     decision = _act(kube, settings, body, inputs, decision, log)
     new_status = decision.status.dump()
     if read_progress and decision.status.phase is Phase.RUNNING:

@@ -12,7 +12,6 @@ from typing import Any
 
 from app.spec.load import validate_spec
 from controller import render
-from controller.config import Settings
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase
 from controller.status import QueryStatus
@@ -55,7 +54,6 @@ class World:
         self.status = QueryStatus()
         self.drivers: list[Driver] = []
         self.now = T0
-        self.settings = Settings(job_image="streamq:test")
         self.history: list[Decision] = []
 
     # -- the user ------------------------------------------------------------------
@@ -102,7 +100,7 @@ class World:
         )  # fmt: skip
 
     def reconcile(self, apply: bool = True) -> Decision:
-        decision = decide(self.inputs(), self.settings)
+        decision = decide(self.inputs())
         self.history.append(decision)
         if not apply:
             return decision
