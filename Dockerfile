@@ -16,24 +16,24 @@
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------
-# build: a venv with streamq and its pinned dependencies
+# deps: a venv with the pinned dependencies (no pip inside: Debian's pip
+# installs into it from outside). Rebuilt only when pyproject.toml or the
+# constraints change, so the big layer it gives the runtime image is reused.
 # ---------------------------------------------------------------------------
-FROM ${BASE_IMAGE} AS build
+FROM ${BASE_IMAGE} AS deps
 
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
 ENV VENV=/opt/streamq/venv \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1 \
     PIP_DEFAULT_TIMEOUT=180
-RUN python3 -m venv "$VENV"
+RUN python3 -m venv --without-pip "$VENV"
 
 WORKDIR /src
-# Dependencies first, in a layer of their own: rebuilt only when pyproject.toml
-# or the constraints change, not on every change to the sources.
 COPY docker/constraints.txt /src/docker/constraints.txt
 COPY pyproject.toml /src/
 
@@ -43,22 +43,26 @@ COPY pyproject.toml /src/
 RUN --mount=type=secret,id=cacert \
     --mount=type=cache,target=/root/.cache/pip,id=streamq-pip \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi \
- && "$VENV/bin/python" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+ && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
       > /tmp/requirements.txt \
- && "$VENV/bin/pip" install --constraint docker/constraints.txt --requirement /tmp/requirements.txt \
+ && pip --python "$VENV/bin/python" install --constraint docker/constraints.txt --requirement /tmp/requirements.txt \
  && SPARK_DIR="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
  && test -x "$SPARK_DIR/bin/spark-submit" \
  && ln -s "$SPARK_DIR" /opt/streamq/spark
+
+# ---------------------------------------------------------------------------
+# build: streamq itself, installed into /stage as a small overlay of the venv
+# ---------------------------------------------------------------------------
+FROM deps AS build
 
 COPY app/ /src/app/
 COPY controller/ /src/controller/
 RUN --mount=type=secret,id=cacert \
     --mount=type=cache,target=/root/.cache/pip,id=streamq-pip \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi \
- && "$VENV/bin/pip" install --no-deps . \
- && "$VENV/bin/pip" check \
- && "$VENV/bin/pip" uninstall -y pip \
- && ln -s "$("$VENV/bin/python" -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app
+ && pip --python "$VENV/bin/python" install --no-deps --root /stage . \
+ && cp -a /stage/. / \
+ && pip --python "$VENV/bin/python" check
 
 # ---------------------------------------------------------------------------
 # runtime: Java 17, Python, the venv, the jars; no compilers, no pip
@@ -66,20 +70,22 @@ RUN --mount=type=secret,id=cacert \
 FROM ${BASE_IMAGE}
 
 ARG DEBIAN_FRONTEND=noninteractive
-# The operator runs drivers as this uid (controller/config.py run_as_user).
-ARG STREAMQ_UID=1000
 # openjdk's postinst wants the man1 folder that slim bases strip.
 RUN mkdir -p /usr/share/man/man1 \
  && apt-get update \
  && apt-get install -y --no-install-recommends \
       openjdk-17-jre-headless python3 bash tini procps ca-certificates \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
- && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java \
- && groupadd --gid "$STREAMQ_UID" streamq \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java
+
+# The operator runs drivers as this uid (controller/config.py run_as_user).
+ARG STREAMQ_UID=1000
+RUN groupadd --gid "$STREAMQ_UID" streamq \
  && useradd --uid "$STREAMQ_UID" --gid "$STREAMQ_UID" --home-dir /home/streamq --create-home \
       --shell /usr/sbin/nologin streamq
 
-COPY --from=build /opt/streamq/ /opt/streamq/
+COPY --from=deps /opt/streamq/ /opt/streamq/
+COPY --from=build /stage/ /
 # Spark's Kafka connector and the runtime dependencies the pyspark wheel lacks.
 COPY jars/spark-kafka/*.jar /opt/streamq/jars/spark-kafka/
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
@@ -97,6 +103,7 @@ ENV JAVA_HOME=/opt/java \
 
 # Fail the build, not the first pod, when a piece is missing.
 RUN chmod 0755 /opt/streamq/bin/entrypoint \
+ && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
  && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka; print("pyspark", pyspark.__version__)' \
  && java -version \

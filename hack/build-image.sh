@@ -187,13 +187,17 @@ EOF
   log "base rootfs: $BASE_TAR ($(du -h "$BASE_TAR" | cut -f1), $((SECONDS - t0)) s)"
 }
 
+# The name of the local base image: the rootfs tarball's hash is in its tag.
+buildah_base_name() {
+  echo "localhost/streamq-base:$SUITE-$(sha256sum "$BASE_TAR" | cut -c1-12)"
+}
+
 # Prints the name of the local base image, importing the rootfs if needed.
 ensure_buildah_base() {
   command -v buildah >/dev/null || die "buildah not found (apt-get install buildah)"
   mkdir -p "$IMAGES/base"
   make_base_tar
-  local sum; sum="$(sha256sum "$BASE_TAR" | cut -c1-12)"
-  local base="localhost/streamq-base:$SUITE-$sum"
+  local base; base="$(buildah_base_name)"
   if ! buildah inspect --type image "$base" >/dev/null 2>&1; then
     log "importing $BASE_TAR as $base"
     local ctr; ctr="$(buildah from --pull-never scratch)"
@@ -241,10 +245,12 @@ ensure_jars
 CTX="$IMAGES/context"
 stage_context "$CTX"
 if [[ "$BUILDER" == buildah ]]; then
-  if [[ "$MODE" == check && ! -s "$BASE_TAR" ]]; then
-    log "no base rootfs yet ($BASE_TAR)"; exit 1
+  if [[ "$MODE" == check ]]; then
+    [[ -s "$BASE_TAR" ]] || { log "no base rootfs yet ($BASE_TAR)"; exit 1; }
+    BASE="$(buildah_base_name)"
+  else
+    BASE="$(ensure_buildah_base)"
   fi
-  BASE="$(ensure_buildah_base)"
 else
   BASE="${BASE_IMAGE:-Dockerfile default}"
 fi
