@@ -7,6 +7,7 @@
 #                                    tagged streamq:<version>
 #     streamq-<version>.oci.tar      the same in oci-archive format (STREAMQ_IMAGE_FORMAT=oci-archive)
 #     <archive>.inputs               hash of what went in; the build is skipped when it matches
+#     <archive>.context              the files that went in (--check names the changed ones)
 #     base/debian-<suite>-minbase.tar  the debootstrap base rootfs (buildah builds only)
 #     context/                       the last build context
 #
@@ -106,10 +107,9 @@ stage_context() { # stage_context <dir>
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
 }
 
-context_hash() { # context_hash <dir>: content and executable bits, not times
+context_manifest() { # context_manifest <dir>: one line per file: path, executable bit, sha256
   (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z |
-    xargs -0 sh -c 'for f; do printf "%s %s " "$f" "$(test -x "$f" && echo x || echo -)"; sha256sum < "$f"; done' sh) |
-    sha256sum | cut -d' ' -f1
+    xargs -0 sh -c 'for f; do printf "%s %s " "$f" "$(test -x "$f" && echo x || echo -)"; sha256sum < "$f"; done' sh)
 }
 
 ensure_jars() {
@@ -254,7 +254,8 @@ if [[ "$BUILDER" == buildah ]]; then
 else
   BASE="${BASE_IMAGE:-Dockerfile default}"
 fi
-INPUTS="$(printf '%s\n' "context=$(context_hash "$CTX")" "builder=$BUILDER" "base=$BASE" \
+MANIFEST="$(context_manifest "$CTX")"
+INPUTS="$(printf '%s\n' "context=$(sha256sum <<<"$MANIFEST" | cut -d' ' -f1)" "builder=$BUILDER" "base=$BASE" \
   "ref=$REF" "format=$FORMAT" | sha256sum | cut -d' ' -f1)"
 
 if [[ -s "$ARCHIVE" && -f "$ARCHIVE.inputs" && "$(cat "$ARCHIVE.inputs")" == "$INPUTS" ]]; then
@@ -266,7 +267,14 @@ if [[ -s "$ARCHIVE" && -f "$ARCHIVE.inputs" && "$(cat "$ARCHIVE.inputs")" == "$I
   fi
 fi
 if [[ "$MODE" == check ]]; then
-  log "missing or stale: $ARCHIVE"
+  if [[ ! -s "$ARCHIVE" ]]; then
+    log "missing: $ARCHIVE"
+  elif [[ -f "$ARCHIVE.context" ]]; then
+    changed="$(diff <(cat "$ARCHIVE.context") <(echo "$MANIFEST") | sed -n 's/^[<>] \.\/\([^ ]*\) .*/\1/p' | sort -u | head -n 20 | tr '\n' ' ')"
+    log "stale: $ARCHIVE (changed since it was built: ${changed:-the base, builder, tag or format})"
+  else
+    log "stale: $ARCHIVE"
+  fi
   exit 1
 fi
 
@@ -275,6 +283,7 @@ log "building $REF with $BUILDER (base: $BASE)"
 if [[ "$BUILDER" == buildah ]]; then build_buildah "$CTX" "$BASE"; else build_docker "$CTX"; fi
 mv "$ARCHIVE.new" "$ARCHIVE"
 echo "$INPUTS" > "$ARCHIVE.inputs"
+echo "$MANIFEST" > "$ARCHIVE.context"
 log "built $REF in $((SECONDS - t0)) s: $ARCHIVE ($FORMAT, $(du -h "$ARCHIVE" | cut -f1))"
 log "load it: ctr -n k8s.io images import $ARCHIVE   (or: kind load image-archive $ARCHIVE)"
 log "then use image: $REF with imagePullPolicy: IfNotPresent"
