@@ -102,13 +102,21 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
             helper.stop()
 
 
+def _stop_within(query, seconds: float) -> None:
+    stopper = threading.Thread(target=query.stop, name="streamq-stop", daemon=True)
+    stopper.start()
+    stopper.join(seconds)
+
+
 def _watch(query, stop: StopRequest, broker: BrokerWatch, options: RunOptions) -> ExitCode:
     while query.isActive:
         if stop.event.is_set():
             query.stop()
             return finish(ExitCode.OK, f"{stop.signal_name} received", options)
         if broker.failure:
-            query.stop()
+            # With the broker gone a graceful stop waits out Kafka's own timeouts;
+            # nothing can be committed anyway, so do not wait long for it.
+            _stop_within(query, seconds=5)
             return finish(ExitCode.QUERY_FAILED, broker.failure, options)
         try:
             query.awaitTermination(0.5)

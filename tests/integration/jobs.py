@@ -94,7 +94,8 @@ class JobProcess:
         self._log.close()
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def termination_message(self) -> str:
