@@ -16,11 +16,12 @@
 #   ctr -n k8s.io images import "$(hack/build-image.sh --print-archive)"
 #   kind load image-archive "$(hack/build-image.sh --print-archive)"
 #
-# Usage: hack/build-image.sh [--print-archive | --check | --force]
+# Usage: hack/build-image.sh [--print-archive | --check | --force | --prune]
 #   --print-archive  print the archive path and exit (builds nothing)
 #   --check          exit 0 if the archive exists and is up to date with the
 #                    inputs, 1 otherwise (builds nothing)
 #   --force          build even if the archive is up to date
+#   --prune          free buildah's storage of earlier builds' layers (its build cache)
 #
 # Builders (STREAMQ_IMAGE_BUILDER=auto|docker|buildah, default auto):
 #   docker   `docker build` (BuildKit), used when a Docker engine answers
@@ -76,6 +77,12 @@ case "${1:-}" in
   --print-archive) echo "$ARCHIVE"; exit 0 ;;
   --check) MODE=check ;;
   --force) MODE=force ;;
+  --prune)
+    # Layers of earlier builds stay in buildah's storage as the cache of later ones.
+    command -v buildah >/dev/null || die "buildah not found"
+    buildah rmi --prune >/dev/null && log "removed dangling images from buildah's storage (the next build starts cold)"
+    exit 0
+    ;;
   -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown argument: $1 (see --help)" ;;
 esac

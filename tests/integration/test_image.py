@@ -13,13 +13,16 @@ non-root USER, with buildah's chroot isolation:
   ``value``, and the job exits 0 (a clean stop);
 * a Spark executor started the way Spark's Kubernetes scheduler starts one
   (``executor`` + SPARK_* env): the JVM loads KubernetesExecutorBackend with
-  the pyspark + Kafka classpath and tries to reach the driver URL it was given.
+  the pyspark + Kafka classpath and tries to reach the driver URL it was given;
+* the archive imports into containerd (``ctr -n k8s.io images import``, a
+  private containerd on a temporary socket) under the name the kubelet looks
+  for when a pod says ``image: streamq:<tag>``.
 
 Building the image takes minutes, so the test does not build it: it needs an
 archive that is up to date with the sources (``hack/build-image.sh --check``)
 and fails naming ``hack/build-image.sh`` otherwise (skips with
 STREAMQ_ALLOW_SKIP=1). STREAMQ_IMAGE_ARCHIVE=<path> tests a given archive
-without the freshness check. Needs root and buildah.
+without the freshness check. Needs root, buildah and containerd (apt-get install buildah containerd).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -241,3 +246,39 @@ def test_executor_entrypoint_starts_spark_kubernetes_executor_backend(container)
     assert "ClassNotFoundException" not in output and "Usage" not in output, output[-4000:]
     assert f"127.0.0.1:{port}" in output, output[-4000:]  # it tried the driver it was given
     assert real.returncode != 0  # and gave up, since no driver answers
+
+
+def test_archive_imports_into_containerd_under_the_name_pods_use(image_archive: Path):
+    if shutil.which("containerd") is None or shutil.which("ctr") is None:
+        _unavailable("containerd is not installed (apt-get install containerd)")
+    if os.geteuid() != 0:
+        _unavailable("a private containerd needs root")
+    # hack/build-image.sh names the archive streamq-<tag>.tar (or .oci.tar)
+    tag = image_archive.name.removeprefix("streamq-").removesuffix(".oci.tar").removesuffix(".tar")
+    with tempfile.TemporaryDirectory(prefix="streamq-ctd-") as tmp:
+        root = Path(tmp)
+        (root / "config.toml").write_text('version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n')
+        socket_path = root / "containerd.sock"
+        log = (root / "containerd.log").open("w")
+        daemon = subprocess.Popen(
+            ["containerd", "--config", str(root / "config.toml"), "--root", str(root / "root"),
+             "--state", str(root / "state"), "--address", str(socket_path)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            ctr = ["ctr", "--address", str(socket_path), "--namespace", "k8s.io"]
+            deadline = time.monotonic() + 30
+            while subprocess.run([*ctr, "version"], capture_output=True).returncode != 0:
+                assert daemon.poll() is None and time.monotonic() < deadline, (root / "containerd.log").read_text()
+                time.sleep(0.2)
+            imported = subprocess.run([*ctr, "images", "import", str(image_archive)], capture_output=True, text=True, timeout=600)
+            assert imported.returncode == 0, imported.stderr
+            listed = subprocess.run([*ctr, "images", "check"], capture_output=True, text=True, check=True).stdout
+            # `image: streamq:<tag>` in a pod means docker.io/library/streamq:<tag> to the kubelet.
+            line = next((l for l in listed.splitlines() if l.startswith(f"docker.io/library/streamq:{tag} ")), None)
+            assert line, listed
+            assert "complete" in line, line
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=30)
+            log.close()
