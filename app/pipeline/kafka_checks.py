@@ -37,21 +37,37 @@ def endpoints(spec: QuerySpec) -> list[KafkaEndpoint]:
     return found
 
 
-def _admin(endpoint: KafkaEndpoint):
+def _admin(endpoint: KafkaEndpoint, errors: list | None = None):
     from confluent_kafka.admin import AdminClient
 
     # librdkafka logs every failed connection attempt; the job reports one clear line instead.
-    return AdminClient({"bootstrap.servers": endpoint.bootstrap_servers, "log_level": 0, **endpoint.config})
+    config = {"bootstrap.servers": endpoint.bootstrap_servers, "log_level": 0, **endpoint.config}
+    if errors is not None:
+        config["error_cb"] = errors.append
+    return AdminClient(config)
+
+
+def _most_specific(errors: list, fallback: Exception) -> str:
+    """librdkafka reports "transport failure" to the caller and the real cause
+    (e.g. SASL authentication failed) only to the error callback."""
+    for error in reversed(errors):
+        if "auth" in error.name().lower() or "SASL" in error.str():
+            return error.str()
+    return str(errors[-1].str()) if errors else str(fallback)
 
 
 def describe_topics(endpoint: KafkaEndpoint, timeout_s: float) -> dict[str, int]:
     """{topic: partition count}; raises PreflightError when the broker does not answer."""
+    errors: list = []
+    admin = _admin(endpoint, errors)
     try:
-        metadata = _admin(endpoint).list_topics(timeout=timeout_s)
+        metadata = admin.list_topics(timeout=timeout_s)
     except Exception as exc:  # KafkaException carries librdkafka's reason
+        admin.poll(0.5)  # error callbacks are served from poll()
         raise PreflightError(
             ExitCode.SOURCE_UNAVAILABLE,
-            f"Kafka {endpoint.role} {endpoint.bootstrap_servers} did not answer within {timeout_s:g}s: {exc}",
+            f"Kafka {endpoint.role} {endpoint.bootstrap_servers} did not answer within {timeout_s:g}s: "
+            f"{_most_specific(errors, exc)}",
         ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 
