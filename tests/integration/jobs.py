@@ -71,6 +71,15 @@ class JobProcess:
             stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
+    @classmethod
+    def run_to_exit(cls, spec_path: Path, workdir: Path, timeout: float, env: dict | None = None) -> tuple[int, "JobProcess"]:
+        """Run a job that is expected to end by itself; its exit code and the finished job."""
+        job = cls(spec_path, workdir, env)
+        try:
+            return job.wait(timeout), job
+        finally:
+            job.stop()
+
     def signal(self, sig: int) -> None:
         os.kill(self.proc.pid, sig)
 

@@ -78,11 +78,7 @@ def test_wrong_password_fails_clearly_without_leaking_it(sasl_broker, tmp_path):
     broker, sasl_bootstrap = sasl_broker
     broker.create_topic("payments", 1)
     wrong = "not-the-Pa55word"
-    job = JobProcess(_spec(sasl_bootstrap, tmp_path), tmp_path, env={"STREAMQ_SECRETS_DIR": str(_secret(tmp_path, wrong))})
-    try:
-        code = job.wait(90)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(_spec(sasl_bootstrap, tmp_path), tmp_path, 90, env={"STREAMQ_SECRETS_DIR": str(_secret(tmp_path, wrong))})
     assert code == ExitCode.SOURCE_UNAVAILABLE, job.log()[-3000:]
     message = job.termination_message()
     assert "Authentication failed" in message or "SASL" in message, message
@@ -90,10 +86,6 @@ def test_wrong_password_fails_clearly_without_leaking_it(sasl_broker, tmp_path):
 
 
 def test_missing_secret_file_is_an_invalid_spec(kafka_broker, tmp_path):
-    job = JobProcess(_spec(kafka_broker.bootstrap, tmp_path), tmp_path, env={"STREAMQ_SECRETS_DIR": str(tmp_path / "none")})
-    try:
-        code = job.wait(60)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(_spec(kafka_broker.bootstrap, tmp_path), tmp_path, 60, env={"STREAMQ_SECRETS_DIR": str(tmp_path / "none")})
     assert code == ExitCode.INVALID_SPEC
     assert "secret file" in job.termination_message() and "kafka-creds/username" in job.termination_message()

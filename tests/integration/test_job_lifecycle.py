@@ -105,22 +105,14 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
 
 def test_broker_down_at_start_fails_fast_with_a_reason(kafka_topic, tmp_path):
     spec_path = write_resource(tmp_path / "q.yaml", "nobroker", fraud_spec("127.0.0.1:1", "in", "out", tmp_path / "ck", CONTINUOUS))
-    job = JobProcess(spec_path, tmp_path)
-    try:
-        code = job.wait(90)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE, job.log()[-3000:]
     assert "Kafka source 127.0.0.1:1 did not answer" in job.termination_message()
 
 
 def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
     spec_path = write_resource(tmp_path / "q.yaml", "notopic", fraud_spec(kafka_broker.bootstrap, "no-such-topic", "out", tmp_path / "ck", CONTINUOUS))
-    job = JobProcess(spec_path, tmp_path)
-    try:
-        code = job.wait(90)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE
     assert "no-such-topic" in job.termination_message()
 
@@ -128,11 +120,7 @@ def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
 def test_too_few_slots_for_the_partitions_is_refused_not_hung(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic(partitions=4)
     spec = fraud_spec(kafka_broker.bootstrap, source, "out", tmp_path / "ck", CONTINUOUS, runtime={"parallelism": 4})
-    job = JobProcess(write_resource(tmp_path / "q.yaml", "slots", spec), tmp_path)
-    try:
-        code = job.wait(90)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "slots", spec), tmp_path, 90)
     assert code == ExitCode.INVALID_SPEC
     assert "4 partitions need more than 4 slots" in job.termination_message()
 
@@ -161,10 +149,6 @@ def test_broker_going_away_mid_run_fails_the_job_with_a_reason(kafka_broker_fact
 def test_query_spark_refuses_exits_as_invalid(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic()
     spec = fraud_spec(kafka_broker.bootstrap, source, "out", tmp_path / "ck", CONTINUOUS, transforms=[{"where": "no_such_column > 1"}])
-    job = JobProcess(write_resource(tmp_path / "q.yaml", "refused", spec), tmp_path)
-    try:
-        code = job.wait(120)
-    finally:
-        job.stop()
+    code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "refused", spec), tmp_path, 120)
     assert code == ExitCode.QUERY_REFUSED, job.log()[-3000:]
     assert "QUERY_REFUSED" in job.termination_message() and "no_such_column" in job.termination_message()
