@@ -18,6 +18,8 @@ BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     # Continuous mode polls its epoch coordinator at this period; smaller means lower latency.
     "spark.sql.streaming.continuous.executorPollIntervalMs": "10",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
 }
 
 
