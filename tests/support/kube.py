@@ -219,6 +219,21 @@ def make_pki(d: Path, days: int = 7, sans_ips: Sequence[str] = ("127.0.0.1",), s
     )  # fmt: skip
 
 
+def sign_cert(d: Path, name: str, subject: str, *, client: bool = True, server: bool = False,
+              sans_ips: Sequence[str] = (), sans_dns: Sequence[str] = (), days: int = 7) -> tuple[Path, Path]:
+    """Another certificate from the CA in ``d`` (made by :func:`make_pki`): e.g. a
+    kubelet's client (``/O=system:nodes/CN=system:node:NAME``) or serving certificate.
+    Returns (cert, key)."""
+    usages = ",".join(u for u, on in (("clientAuth", client), ("serverAuth", server)) if on)
+    ext = f"basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage={usages}\n"
+    san = [f"IP:{ip}" for ip in sans_ips] + [f"DNS:{n}" for n in sans_dns]
+    if san:
+        ext += f"subjectAltName={','.join(san)}\n"
+    _sign(d, name, subject, ext, days)
+    (d / f"{name}.key").chmod(0o600)
+    return d / f"{name}.crt", d / f"{name}.key"
+
+
 def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
@@ -271,11 +286,19 @@ class KubeApiServer:
         extra_etcd_args: Sequence[str] = (),
         start_timeout: float = 90.0,
         keep_dir: bool | None = None,
+        host: str = "127.0.0.1",
+        service_accounts: bool = False,
     ) -> None:
+        """``host``: the address the apiserver binds and advertises (a node's address
+        for a whole cluster, so pods reach it through the ``kubernetes`` Service).
+        ``service_accounts``: keep the ServiceAccount admission plugin (needs a
+        kube-controller-manager to make the ``default`` accounts)."""
         self.extra_apiserver_args = list(extra_apiserver_args)
         self.extra_etcd_args = list(extra_etcd_args)
         self.start_timeout = start_timeout
         self.keep_dir = os.environ.get("STREAMQ_KEEP_KUBE_DIR") == "1" if keep_dir is None else keep_dir
+        self.host = host
+        self.service_accounts = service_accounts
         self.dir: Path | None = None
         self.pki: Pki | None = None
         self.server: str | None = None
@@ -304,7 +327,7 @@ class KubeApiServer:
         self._kubectl_path = kubectl
         self.dir = Path(tempfile.mkdtemp(prefix="streamq-kube-"))
         try:
-            self.pki = make_pki(self.dir / "pki")
+            self.pki = make_pki(self.dir / "pki", sans_ips=(self.host,))
             deadline = time.monotonic() + self.start_timeout
             # Ports are picked free then handed over: another process can grab one
             # in between. A start that fails because a port is taken is retried.
@@ -390,16 +413,16 @@ class KubeApiServer:
         self._wait(healthy, self._etcd, "etcd", "etcd.log", deadline)
 
     def _start_apiserver(self, apiserver: Path, deadline: float) -> None:
-        port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
+        port = free_port(self.host)
+        self.server = f"https://{self.host}:{port}"
         pki = self.pki
         self._apiserver = self._spawn(
             "kube-apiserver",
             [
                 str(apiserver),
                 f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={self.host}",
+                f"--advertise-address={self.host}",
                 f"--secure-port={port}",
                 f"--cert-dir={self.dir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.server_cert}",
@@ -412,7 +435,7 @@ class KubeApiServer:
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
                 # No controller-manager creates the `default` ServiceAccount (envtest does the same).
-                "--disable-admission-plugins=ServiceAccount",
+                *([] if self.service_accounts else ["--disable-admission-plugins=ServiceAccount"]),
                 "--storage-backend=etcd3",
                 "--profiling=false",
                 "--v=1",

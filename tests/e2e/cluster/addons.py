@@ -1,0 +1,117 @@
+"""What the e2e tests need on top of a bare cluster: cluster DNS (local provider),
+a single-broker Kafka, and the streamq operator installed with its Helm chart."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from string import Template
+
+from tests.e2e.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref, wait_for
+
+MANIFESTS = Path(__file__).parent / "manifests"
+E2E_NAMESPACE = "streamq-e2e"
+OPERATOR_NAMESPACE = "streamq-system"
+RELEASE = "streamq"
+KAFKA_SERVICE = f"kafka.{E2E_NAMESPACE}.svc:9092"
+
+
+def render(name: str, **values: object) -> str:
+    return Template((MANIFESTS / name).read_text()).substitute({k: str(v) for k, v in values.items()})
+
+
+def _rollout(cluster: Cluster, namespace: str, what: str, timeout: int) -> None:
+    def done() -> bool:
+        return cluster.kubectl("-n", namespace, "rollout", "status", what, "--timeout=5s", check=False).returncode == 0
+
+    def diagnose() -> str:
+        pods = cluster.kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False).stdout
+        events = cluster.kubectl("-n", namespace, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
+        return f"{pods}\n{events[-3000:]}"
+
+    wait_for(f"{namespace}/{what}", done, timeout, 1, diagnose)
+
+
+def deploy_coredns(cluster: Cluster, cluster_dns: str) -> None:
+    from tests.e2e.cluster.local import node_images
+
+    image = next(ref for ref in node_images() if "/coredns:" in ref)
+    cluster.apply(render("coredns.yaml", IMAGE=image, CLUSTER_DNS=cluster_dns))
+    _rollout(cluster, "kube-system", "deployment/coredns", 180)
+
+
+def check_dns(cluster: Cluster) -> None:
+    """A pod resolves kubernetes.default and reaches the API through its Service IP."""
+    image = streamq_image_ref()
+    cluster.kubectl("-n", E2E_NAMESPACE, "delete", "pod", "dns-check", "--ignore-not-found", "--wait=true")
+    manifest = render("dns-check.yaml", IMAGE=image, NAMESPACE=E2E_NAMESPACE)
+    cluster.apply(manifest)
+
+    def finished() -> str | None:
+        pod = cluster.kubectl_json("-n", E2E_NAMESPACE, "get", "pod", "dns-check")
+        return pod["status"].get("phase") if pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    phase = wait_for("the DNS check pod", finished, 180, 1)
+    logs = cluster.kubectl("-n", E2E_NAMESPACE, "logs", "dns-check", check=False).stdout
+    cluster.kubectl("-n", E2E_NAMESPACE, "delete", "pod", "dns-check", "--wait=false")
+    if phase != "Succeeded":
+        raise RuntimeError(f"in-cluster DNS / Service check failed:\n{logs}")
+    log("DNS: " + " | ".join(line for line in logs.splitlines() if line.strip()))
+
+
+def deploy_kafka(cluster: Cluster) -> str:
+    """The broker in E2E_NAMESPACE; returns the bootstrap address for clients on this machine."""
+    host, port = cluster.kafka_external()
+    cluster.apply(render(
+        "kafka.yaml", NAMESPACE=E2E_NAMESPACE, IMAGE=streamq_image_ref(), KAFKA_HOME=cluster.node_kafka_home(),
+        EXTERNAL_HOST=host, EXTERNAL_PORT=port,
+    ))  # fmt: skip
+    _rollout(cluster, E2E_NAMESPACE, "deployment/kafka", 240)
+    if hasattr(cluster, "start_kafka_port_forward"):
+        cluster.start_kafka_port_forward(E2E_NAMESPACE)
+    if not host:
+        pod = cluster.kubectl_json("-n", E2E_NAMESPACE, "get", "pods", "-l", "app=kafka")["items"][0]
+        host = pod["status"]["podIP"]
+    bootstrap = f"{host}:{port}"
+
+    def answers() -> bool:
+        with socket.create_connection((host, port), timeout=3):
+            return True
+
+    wait_for(f"Kafka's external listener {bootstrap}", answers, 60, 1)
+    return bootstrap
+
+
+def install_operator(cluster: Cluster) -> None:
+    """`helm install` of charts/streamq: the image streamq:<version>, IfNotPresent."""
+    image = streamq_image_ref()
+    repository, tag = image.rsplit(":", 1)
+    t0 = time.monotonic()
+    cluster.helm(
+        "upgrade", "--install", RELEASE, str(REPO_ROOT / "charts" / "streamq"),
+        "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
+        "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
+        "--set", f"driver.namespaces={{{E2E_NAMESPACE}}}",
+        # Progress read every 5 s instead of 15: the tests wait on it.
+        "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
+        "--set-string", "operator.extraEnv[0].value=5",
+        "--wait", "--timeout", "5m",
+    )  # fmt: skip
+    log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")
+
+
+def setup(cluster: Cluster) -> str:
+    """Everything on top of a fresh cluster; returns Kafka's bootstrap for this machine."""
+    from tests.e2e.cluster.local import CLUSTER_DNS, LocalCluster
+
+    t0 = time.monotonic()
+    cluster.kubectl("create", "namespace", E2E_NAMESPACE, check=False)
+    if isinstance(cluster, LocalCluster):
+        deploy_coredns(cluster, CLUSTER_DNS)
+    check_dns(cluster)
+    bootstrap = deploy_kafka(cluster)
+    install_operator(cluster)
+    log(f"addons ready in {time.monotonic() - t0:.0f}s; Kafka for this machine at {bootstrap}")
+    return bootstrap

@@ -1,0 +1,140 @@
+"""What every cluster provider offers the e2e tests (see ``tests/e2e/cluster/__init__.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from tests.support.kube import KubectlError, kube_bin
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CACHE = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
+
+
+def log(message: str) -> None:
+    print(f"[e2e-cluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(argv: list[str], *, check: bool = True, timeout: float = 300, input: str | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """A command with text output; a failure raises with its stderr in the message."""
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input, env=env)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{shlex.join(argv)} exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+    return proc
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
+             diagnose: Callable[[], str] | None = None) -> Any:
+    """Polls ``probe`` until it returns something truthy; raises TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            result = probe()
+            if result:
+                return result
+        except Exception as exc:  # noqa: BLE001 - reported if it never succeeds
+            last_error = exc
+        if time.monotonic() > deadline:
+            extra = f"\nlast error: {last_error}" if last_error else ""
+            if diagnose is not None:
+                try:
+                    extra += "\n" + diagnose()
+                except Exception as exc:  # noqa: BLE001
+                    extra += f"\n(diagnosis failed: {exc})"
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+def streamq_image_archive() -> Path:
+    out = run([str(REPO_ROOT / "hack" / "build-image.sh"), "--print-archive"]).stdout.strip()
+    return Path(out)
+
+
+def streamq_image_ref() -> str:
+    """`streamq:<version>`: what the chart and the operator put in pods."""
+    version = ""
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    for line in text.splitlines():
+        if line.startswith("version"):
+            version = line.split("=", 1)[1].strip().strip('"')
+            break
+    tag = os.environ.get("STREAMQ_IMAGE_TAG") or version
+    return f"{os.environ.get('STREAMQ_IMAGE_NAME', 'streamq')}:{tag}"
+
+
+def kafka_home() -> Path:
+    from tests.support.kafka import kafka_home as home
+
+    return home()
+
+
+class Cluster:
+    """A running cluster: ``kubeconfig``, ``kubectl()``, and the few node-level
+    operations the scenarios need (paths on the node, killing a container)."""
+
+    provider = "?"
+    kubeconfig: Path
+
+    # -- lifecycle (providers implement) -------------------------------------------
+    def up(self) -> "Cluster":
+        raise NotImplementedError
+
+    def down(self) -> None:
+        raise NotImplementedError
+
+    def load_image(self, archive: Path) -> None:
+        raise NotImplementedError
+
+    # -- node operations (providers implement) -------------------------------------
+    def node_dir(self, name: str) -> str:
+        """A fresh directory on the node (for hostPath volumes), writable by uid 1000."""
+        raise NotImplementedError
+
+    def node_kafka_home(self) -> str:
+        """Where the Kafka broker's jars are on the node (the broker pod mounts them)."""
+        raise NotImplementedError
+
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's processes through the runtime (``containerd://<id>``)."""
+        raise NotImplementedError
+
+    def kafka_external(self) -> tuple[str, int]:
+        """(host, port) the broker advertises to clients outside the cluster."""
+        raise NotImplementedError
+
+    def diagnostics(self) -> str:
+        return ""
+
+    # -- clients --------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        argv = [str(kube_bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
+        proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise KubectlError(proc.returncode, argv, proc.stdout, proc.stderr)
+        return proc
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def apply(self, manifest: str) -> None:
+        self.kubectl("apply", "-f", "-", input=manifest)
+
+    def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return run([str(kube_bin("helm")), f"--kubeconfig={self.kubeconfig}", *args], timeout=timeout)
+
+    def __enter__(self) -> "Cluster":
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
