@@ -1,0 +1,188 @@
+"""Recovery after the driver dies: SIGKILL the job's process group mid-stream, restart it
+on the same checkpoint, and count what that cost.
+
+    .venv/bin/python -m bench.recovery                     # 5 kills, continuous mode, 1k records/s
+    .venv/bin/python -m bench.recovery --mode microBatch --kills 5 --rate 1000
+
+A producer process sends at a steady rate the whole time (records stamped with a
+sequence number and their send time); a consumer process reads the sink topic. Each
+cycle lets the query run ``--steady`` seconds, kills the job and everything it started
+(``killpg(SIGKILL)``, as when a node or container dies) and starts it again at once,
+as the operator would after its backoff (the operator's backoff is not included).
+Reported per kill: restart -> first output record of the new run (the new run's
+records are told apart by their Kafka timestamp, set when Spark's producer sent
+them), kill -> first output, and the records written twice. At the end the producer
+stops and every record that passes the filter must have arrived: lost must be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import LoadSampler, git_commit, log, machine, now_iso, other_cpu_hogs, percentile, table, write_results
+from bench.latency import TRIGGERS, ModeRun, passes, read_received
+
+
+def first_output_after(received_path: Path, t_ns: int, timeout: float, job) -> int | None:
+    """recvNs of the first record Spark's producer wrote at or after t_ns (Kafka timestamp, ms)."""
+    deadline = time.monotonic() + timeout
+    t_ms = t_ns // 1_000_000
+    while time.monotonic() < deadline:
+        data = read_received(received_path)
+        new = data[data[:, 3] >= t_ms]
+        if len(new):
+            return int(new[:, 2].min())
+        if job.proc.poll() is not None:
+            raise RuntimeError(f"the restarted job exited with {job.proc.returncode}:\n{job.log()[-3000:]}")
+        time.sleep(0.05)
+    return None
+
+
+def run(args) -> dict[str, Any]:
+    import numpy as np
+
+    from app.checkpoint import read_checkpoint
+    from tests.integration.jobs import JobProcess
+    from tests.support.kafka import KafkaBroker
+
+    sampler = LoadSampler()
+    results: dict[str, Any] = {
+        "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),
+        "settings": vars(args).copy(), "otherBusyProcessesAtStart": other_cpu_hogs({os.getpid()}), "kills": [],
+    }  # fmt: skip
+    log(f"machine {results['machine']}")
+    workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-recovery-"))
+    broker = KafkaBroker(workdir=workdir / "kafka")
+    sampler.start()
+    ok = False
+    mode_run = None
+    try:
+        broker.start()
+        # ModeRun gives the producer/consumer processes and the job exactly as bench.latency runs them.
+        mode_run = ModeRun(args.mode, broker, workdir, argparse.Namespace(conf=args.conf, source_option=[], sink_option=[],
+                                                                             partitions=args.partitions))  # fmt: skip
+        t = time.monotonic()
+        mode_run.start()
+        results["readyAfterS"] = round(time.monotonic() - t, 1)
+        results["spec"] = mode_run.spec
+        spec_path = mode_run.workdir / "query.yaml"
+        checkpoint = mode_run.workdir / "checkpoint"
+        mode_run.send_async(args.rate, 24 * 3600, 0)  # steady until halted
+        log(f"{args.mode} query running, producing {args.rate:,}/s")
+        for kill in range(1, args.kills + 1):
+            time.sleep(args.steady)
+            state = read_checkpoint(str(checkpoint))
+            t_kill = time.time_ns()
+            mode_run.job.kill_all()
+            mode_run.job.wait(30)
+            mode_run.job.stop()
+            mode_run.job = JobProcess(spec_path, mode_run.workdir)
+            t_restart = time.time_ns()
+            first = first_output_after(mode_run.received_path, t_restart, args.restart_timeout, mode_run.job)
+            row = {
+                "kill": kill,
+                "lastCommittedAtKill": state.last_committed,
+                "restartToFirstOutputS": round((first - t_restart) / 1e9, 2) if first else None,
+                "killToFirstOutputS": round((first - t_kill) / 1e9, 2) if first else None,
+                "tKillNs": t_kill, "tRestartNs": t_restart,
+            }  # fmt: skip
+            results["kills"].append(row)
+            log(f"kill {kill}: restart -> first output {row['restartToFirstOutputS']} s "
+                f"(kill -> first output {row['killToFirstOutputS']} s), last committed epoch/batch at kill {state.last_committed}")  # fmt: skip
+            if first is None:
+                raise RuntimeError(f"no output within {args.restart_timeout}s after restart {kill}:\n{mode_run.job.log()[-3000:]}")
+        time.sleep(args.steady)
+        sent = mode_run.halt()
+        expected = {s for s in range(0, sent["last"]) if passes(s)}
+        deadline = time.monotonic() + args.drain_timeout
+        while True:  # wait for everything that passes the filter, up to the drain timeout
+            data = read_received(mode_run.received_path)
+            got = set(np.unique(data[:, 0]).tolist())
+            if expected <= got or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        seqs, counts = np.unique(data[:, 0], return_counts=True)
+        # Which kill each duplicate belongs to: the restart its second copy came after.
+        order = np.argsort(data[:, 2], kind="stable")
+        seen: set[int] = set()
+        restarts = [k["tRestartNs"] for k in results["kills"]]
+        per_kill = [0] * len(restarts)
+        for seq, recv in zip(data[order, 0].tolist(), data[order, 2].tolist()):
+            if seq in seen:
+                i = max((j for j, r in enumerate(restarts) if r <= recv), default=None)
+                if i is not None:
+                    per_kill[i] += 1
+            seen.add(seq)
+        for row, dups in zip(results["kills"], per_kill):
+            row["duplicates"] = dups
+        lost = sorted(expected - got)
+        unexpected = sorted(s for s in got if not passes(s))
+        recovery = sorted(k["restartToFirstOutputS"] for k in results["kills"])
+        results["summary"] = {
+            "recordsSent": sent["last"],
+            "recordsExpected": len(expected),
+            "recordsReceived": int(len(data)),
+            "uniqueReceived": int(len(seqs)),
+            "duplicates": int((counts - 1).sum()),
+            "lost": len(lost),
+            "lostSample": lost[:20],
+            "filteredButArrived": len(unexpected),
+            "restartToFirstOutputS": {"min": recovery[0], "p50": percentile(recovery, 50), "max": recovery[-1]},
+        }
+        ok = True
+    finally:
+        results["load"] = sampler.stop()
+        results["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
+        results["finished"] = now_iso()
+        if mode_run is not None:
+            if mode_run.job is not None:
+                results["jobLogTail"] = mode_run.job.log()[-2000:]
+            mode_run.close()
+        broker.stop()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log(f"kept {workdir} for its logs")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.latency import parse_kv
+
+    parser = argparse.ArgumentParser(prog="python -m bench.recovery", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", default="continuous", choices=sorted(TRIGGERS))
+    parser.add_argument("--kills", type=int, default=5)
+    parser.add_argument("--rate", type=int, default=1000, help="records/s offered the whole time")
+    parser.add_argument("--steady", type=float, default=15.0, help="seconds of normal running before each kill")
+    parser.add_argument("--restart-timeout", type=float, default=240.0)
+    parser.add_argument("--drain-timeout", type=float, default=120.0)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    results = run(args)
+    rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToFirstOutputS"], k["killToFirstOutputS"], k["duplicates"]]
+            for k in results["kills"]]  # fmt: skip
+    s = results["summary"]
+    text = table(["kill", "committed at kill", "restart -> first output s", "kill -> first output s", "duplicates"], rows)
+    text += (f"\n\n{args.mode} at {args.rate:,} records/s: {s['recordsSent']:,} sent, {s['recordsExpected']:,} pass the filter, "
+             f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
+    print(text, flush=True)
+    results["table"] = text
+    path = write_results(f"recovery-{args.mode}", results)
+    log(f"wrote {path}")
+    if not args.no_plots:
+        from bench import plots
+
+        plots.recovery_plot(path)
+    return 0 if s["lost"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
