@@ -1,0 +1,83 @@
+"""The e2e tier's session: one cluster for all tests, torn down at the end even
+when tests fail (or the run is interrupted).
+
+``cluster``  a :class:`tests.e2e.cluster.Cluster` with CoreDNS (local provider), a
+             single-broker Kafka in namespace streamq-e2e and the operator installed
+             with its Helm chart
+``kafka``    a client for that broker from this machine (:class:`tests.e2e.helpers.Kafka`)
+``sq``       helpers for StreamingQueries in streamq-e2e (:class:`tests.e2e.helpers.Queries`)
+
+Prerequisites come from ``hack/install-node.sh`` (``hack/test.sh`` runs it); when
+they are missing the tests fail saying so (skip instead with STREAMQ_ALLOW_SKIP=1).
+Figures the scenarios report (records in/out, duplicates, restart times) are
+printed again in a summary at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.e2e.helpers import FIGURES, Kafka, Queries
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _unavailable(message: str) -> None:
+    if os.environ.get("STREAMQ_ALLOW_SKIP") == "1":
+        pytest.skip(message + " Skipping because STREAMQ_ALLOW_SKIP=1.")
+    pytest.fail(message + " Set STREAMQ_ALLOW_SKIP=1 to skip instead.", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    from tests.e2e.cluster import choose_provider, create_cluster
+    from tests.e2e.cluster.addons import setup
+
+    provider = choose_provider()
+    check = subprocess.run([str(REPO_ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
+                           capture_output=True, text=True, timeout=600)
+    if check.returncode != 0:
+        _unavailable(f"the e2e cluster's prerequisites are missing ({check.stderr.strip()}); run hack/install-node.sh.")
+    if provider == "local" and os.geteuid() != 0:
+        _unavailable("the local e2e cluster needs root (containerd, kubelet, iptables).")
+    t0 = time.monotonic()
+    c = create_cluster(provider)
+    c.up()
+    try:
+        c.kafka_bootstrap = setup(c)
+        FIGURES.append(("session", f"provider {provider}: cluster, DNS, Kafka and operator ready in {time.monotonic() - t0:.0f}s"))
+        yield c
+    finally:
+        t1 = time.monotonic()
+        c.down()
+        FIGURES.append(("session", f"cluster torn down in {time.monotonic() - t1:.0f}s"))
+
+
+@pytest.fixture(scope="session")
+def kafka(cluster) -> Iterator[Kafka]:
+    client = Kafka(cluster.kafka_bootstrap)
+    yield client
+
+
+@pytest.fixture
+def sq(cluster, request) -> Iterator[Queries]:
+    queries = Queries(cluster, request.node.name)
+    try:
+        yield queries
+    finally:
+        queries.report()
+        queries.cleanup()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not FIGURES:
+        return
+    terminalreporter.section("e2e figures")
+    for test, line in FIGURES:
+        terminalreporter.write_line(f"{test}: {line}")

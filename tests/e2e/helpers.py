@@ -1,0 +1,266 @@
+"""Helpers of the e2e scenarios: Kafka from this machine, StreamingQueries through kubectl."""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+import uuid
+from typing import Any, Callable
+
+import yaml
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.e2e.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, OPERATOR_NAMESPACE
+from tests.e2e.cluster.base import wait_for
+from tests.integration.jobs import FRAUD_TRANSFORMS, flagged, payments
+
+NAMESPACE = E2E_NAMESPACE
+FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
+
+__all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure"]
+
+
+def figure(test: str, line: str) -> None:
+    print(f"[figure] {line}", flush=True)
+    FIGURES.append((test, line))
+
+
+# ---------------------------------------------------------------------- Kafka
+
+
+class Kafka:
+    """The broker in the cluster, seen from this machine (its external listener)."""
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def create_topic(self, name: str, partitions: int = 2) -> str:
+        futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        futures[name].result(60)
+        wait_for(f"topic {name}", lambda: name in self.admin.list_topics(timeout=10).topics, 30, 0.5)
+        return name
+
+    def produce(self, topic: str, records: list[tuple[str, str]]) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True})
+        for key, value in records:
+            producer.produce(topic, key=key.encode(), value=value.encode())
+            producer.poll(0)
+        left = producer.flush(60)
+        assert left == 0, f"{left} records not delivered to {topic}"
+
+    def produce_paced(self, topic: str, records: list[tuple[str, str]], per_second: float) -> threading.Thread:
+        """Produces in the background at about ``per_second`` records per second."""
+
+        def run() -> None:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "enable.idempotence": True})
+            start = time.monotonic()
+            for i, (key, value) in enumerate(records):
+                delay = start + i / per_second - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                producer.produce(topic, key=key.encode(), value=value.encode())
+                producer.poll(0)
+            producer.flush(60)
+
+        thread = threading.Thread(target=run, name=f"produce-{topic}", daemon=True)
+        thread.start()
+        return thread
+
+    def end_offsets(self, topic: str) -> dict[str, int]:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}"})
+        try:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            out = {}
+            for p in meta.partitions:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                out[str(p)] = high
+            return out
+        finally:
+            consumer.close()
+
+    def read_all(self, topic: str, quiet: float = 2.0, timeout: float = 30) -> list[tuple[str, str]]:
+        """Every record of the topic, from the beginning to its current end."""
+        ends = self.end_offsets(topic)
+        consumer = Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True,
+        })  # fmt: skip
+        consumer.assign([TopicPartition(topic, int(p), 0) for p in ends])
+        records: list[tuple[str, str]] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout
+        try:
+            while len(done) < len(ends) and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF and msg.offset() >= ends[str(msg.partition())]:
+                        done.add(str(msg.partition()))
+                    continue
+                records.append(((msg.key() or b"").decode(), (msg.value() or b"").decode()))
+                if msg.offset() + 1 >= ends[str(msg.partition())]:
+                    done.add(str(msg.partition()))
+        finally:
+            consumer.close()
+        return records
+
+
+class Output:
+    """What a sink topic holds compared with what should be there."""
+
+    def __init__(self, records: list[tuple[str, str]], expected: list[tuple[str, str]]):
+        self.records = records
+        self.expected = expected
+        counts = collections.Counter(records)
+        self.unique = set(counts)
+        self.duplicates = sum(n - 1 for n in counts.values())
+        self.missing = set(expected) - self.unique
+        self.unexpected = self.unique - set(expected)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def summary(self) -> str:
+        return (f"{len(self.records)} records out, {len(self.unique)} distinct, {len(self.expected)} expected, "
+                f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, {self.duplicates} duplicates")
+
+
+def wait_output(kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeout: float,
+                diagnose: Callable[[], str] | None = None) -> Output:
+    """Reads the sink topic until every expected record is there (then once more after
+    a short pause, to count late duplicates)."""
+    last: list[Output] = []
+
+    def complete() -> Output | None:
+        out = Output(kafka.read_all(topic), expected)
+        last[:] = [out]
+        return out if out.complete else None
+
+    try:
+        wait_for(f"{len(expected)} records in {topic}", complete, timeout, 2,
+                 lambda: (last[0].summary() if last else "") + ("\n" + diagnose() if diagnose else ""))
+    except TimeoutError:
+        raise
+    time.sleep(2)
+    return Output(kafka.read_all(topic), expected)
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def fraud_spec(source: str, sink: str, checkpoint_dir: str, **extra: Any) -> dict[str, Any]:
+    """The fraud filter of tests/integration/jobs.py, in continuous mode, reading and
+    writing the in-cluster broker, its checkpoint on a hostPath of the node."""
+    spec: dict[str, Any] = {
+        "source": {"kafka": {"bootstrapServers": KAFKA_SERVICE, "topics": [source], "startingOffsets": "earliest"}},
+        "transforms": json.loads(json.dumps(FRAUD_TRANSFORMS)),
+        "sink": {"kafka": {"bootstrapServers": KAFKA_SERVICE, "topic": sink}},
+        "trigger": {"continuous": {"checkpointInterval": "1s"}},
+        "checkpoint": {"location": "/checkpoints/query", "volume": {"hostPath": checkpoint_dir}},
+        "runtime": {"parallelism": 4, "driver": {"cores": 1, "memory": "1536Mi"}},
+        "restartPolicy": {"type": "Always", "maxRestarts": 10, "backoff": {"initial": "2s", "max": "20s"}},
+    }
+    spec.update(extra)
+    return spec
+
+
+class Queries:
+    """StreamingQueries of one test, in namespace streamq-e2e."""
+
+    def __init__(self, cluster, test: str):
+        self.cluster = cluster
+        self.test = test
+        self.names: list[str] = []
+        self.t0 = time.monotonic()
+
+    def name(self, base: str) -> str:
+        return f"{base}-{uuid.uuid4().hex[:5]}"
+
+    def kubectl(self, *args: str, **kw):
+        return self.cluster.kubectl("-n", NAMESPACE, *args, **kw)
+
+    def apply(self, name: str, spec: dict[str, Any]) -> None:
+        body = {"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        if name not in self.names:
+            self.names.append(name)
+
+    def patch(self, name: str, patch: dict[str, Any]) -> None:
+        self.kubectl("patch", "sq", name, "--type=merge", "-p", json.dumps(patch))
+
+    def get(self, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl("get", "sq", name, "-o", "json").stdout)
+
+    def status(self, name: str) -> dict[str, Any]:
+        return self.get(name).get("status") or {}
+
+    def describe(self, name: str) -> str:
+        st = self.status(name)
+        pods = self.kubectl("get", "pods", "-l", f"streamq.io/query={name}", "-o", "wide", check=False).stdout
+        driver = st.get("driver")
+        logs = ""
+        if driver:
+            logs = self.kubectl("logs", driver, "--tail=40", check=False).stdout
+        return (f"status: {json.dumps({k: v for k, v in st.items() if k != 'lastReconciledSpec'}, indent=1)[:3000]}\n"
+                f"pods:\n{pods}\ndriver log tail:\n{logs[-3000:]}")
+
+    def wait_phase(self, name: str, *phases: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            st = self.status(name)
+            if st.get("phase") in phases and (since_attempt is None or st.get("attempt", 0) > since_attempt):
+                return st
+            return None
+
+        return wait_for(f"{name} in phase {'/'.join(phases)}", reached, timeout, 1, lambda: self.describe(name))
+
+    def wait_running(self, name: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
+        """Running with a driver that has reported progress (the query has started in Spark)."""
+        def running() -> dict[str, Any] | None:
+            st = self.status(name)
+            ok = st.get("phase") == "Running" and (since_attempt is None or st.get("attempt", 0) > since_attempt)
+            return st if ok else None
+
+        return wait_for(f"{name} Running", running, timeout, 1, lambda: self.describe(name))
+
+    def wait_committed(self, name: str, topic: str, offsets: dict[str, int], timeout: float = 120) -> dict[str, Any]:
+        """Until status.progress says the query committed at least these source offsets."""
+        def committed() -> dict[str, Any] | None:
+            progress = self.status(name).get("progress") or {}
+            done = (progress.get("committedOffsets") or {}).get(topic) or {}
+            ok = all(int(done.get(p, -1)) >= o for p, o in offsets.items())
+            return progress if ok else None
+
+        return wait_for(f"{name} committing {topic} up to {offsets}", committed, timeout, 1, lambda: self.describe(name))
+
+    def driver_pod(self, name: str) -> dict[str, Any]:
+        driver = self.status(name)["driver"]
+        return json.loads(self.kubectl("get", "pod", driver, "-o", "json").stdout)
+
+    def children(self, name: str) -> list[str]:
+        out = self.kubectl("get", "pods,configmaps,services,secrets", "-l", f"streamq.io/query={name}", "-o", "name", check=False).stdout
+        return [line for line in out.splitlines() if line.strip()]
+
+    def report(self) -> None:
+        """kubectl get sq -o wide and the operator's events, in the test's log."""
+        print(f"\n===== {self.test}: kubectl get sq -o wide =====")
+        print(self.kubectl("get", "sq", "-o", "wide", check=False).stdout)
+        for name in self.names:
+            out = self.kubectl("get", "events", "--field-selector", f"involvedObject.kind=StreamingQuery,involvedObject.name={name}",
+                               "--sort-by=.lastTimestamp", check=False).stdout
+            print(f"===== events of StreamingQuery {name} =====\n{out}")
+        ops = self.cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=30", check=False).stdout
+        print(f"===== operator log (tail) =====\n{ops}")
+
+    def cleanup(self) -> None:
+        for name in self.names:
+            self.kubectl("delete", "sq", name, "--ignore-not-found", "--wait=false", check=False)
+        for name in self.names:
+            with_timeout = time.monotonic() + 90
+            while time.monotonic() < with_timeout and self.kubectl("get", "sq", name, check=False).returncode == 0:
+                time.sleep(1)

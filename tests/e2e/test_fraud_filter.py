@@ -1,0 +1,68 @@
+"""Scenario 1: the fraud filter in continuous mode, records Kafka -> Spark -> Kafka
+through the driver pod the operator creates. Scenario 7: the same with executors
+as pods, started by Spark's Kubernetes scheduler from the driver."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.helpers import figure, flagged, fraud_spec, payments, wait_output
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+N = 300  # payments in; every third is flagged
+
+
+def _run_fraud_filter(cluster, kafka, sq, name: str, spec_extra: dict, test: str, pod_check=None) -> None:
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    first, second = payments(N // 2), payments(N - N // 2, start=N // 2)
+    kafka.produce(source, first)  # before the query starts: read from the earliest offset
+    t0 = time.monotonic()
+    sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name), **spec_extra))
+    status = sq.wait_running(name, timeout=420)
+    started = time.monotonic() - t0
+    if pod_check is not None:
+        pod_check(name)
+    kafka.produce(source, second)  # while it runs
+    expected = flagged(first + second)
+    out = wait_output(kafka, sink, expected, 300, lambda: sq.describe(name))
+    figure(test, f"{N} payments in, {out.summary()}; Running {started:.0f}s after apply "
+                 f"(driver {status.get('driver')}, attempt {status.get('attempt')})")
+    assert not out.unexpected, f"records that are not flagged payments: {sorted(out.unexpected)[:5]}"
+    assert out.complete, out.summary()
+
+
+def test_fraud_filter_continuous(cluster, kafka, sq):
+    """N payments in, exactly the flagged ones out (at least once: duplicates are counted)."""
+    _run_fraud_filter(cluster, kafka, sq, sq.name("fraud"), {}, "fraud filter (continuous)")
+
+
+def test_fraud_filter_with_executor_pods(cluster, kafka, sq):
+    """spec.runtime.executors.instances = 2: the driver starts two executor pods through
+    Spark's Kubernetes scheduler (client mode); the output is the same as without them."""
+    name = sq.name("fraud-exec")
+    runtime = {
+        "parallelism": 4,
+        "driver": {"cores": 1, "memory": "1536Mi"},
+        "executors": {"instances": 2, "cores": 2, "memory": "1Gi"},
+        # The node has 2 CPUs: executors ask for a quarter each instead of their 2 cores.
+        "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+    }
+
+    def executors_run(query: str) -> None:
+        from tests.e2e.cluster.base import wait_for
+
+        def running() -> list[str] | None:
+            out = sq.kubectl("get", "pods", "-l", f"streamq.io/query={query},streamq.io/component=executor",
+                             "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}").stdout
+            pods = [line for line in out.splitlines() if line.endswith("=Running")]
+            return pods if len(pods) >= 2 else None
+
+        pods = wait_for("2 executor pods Running", running, 300, 2, lambda: sq.describe(query))
+        print(sq.kubectl("get", "pods", "-l", f"streamq.io/query={query}", "-o", "wide").stdout)
+        figure("fraud filter (executor pods)", f"executor pods: {', '.join(p.split('=')[0] for p in pods)}")
+
+    _run_fraud_filter(cluster, kafka, sq, name, {"runtime": runtime}, "fraud filter (executor pods)", executors_run)

@@ -1,0 +1,65 @@
+"""Scenario 2: the driver dies mid-stream - its pod deleted, or its container killed
+through the runtime - and the operator starts a new one on the same checkpoint:
+every record arrives, duplicates stay within the epochs in flight."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.helpers import figure, flagged, fraud_spec, payments, wait_output
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+RATE = 30  # payments per second while the driver dies: 10 flagged per second
+INTERVAL_S = 1  # trigger.continuous.checkpointInterval
+
+
+def _recovery(cluster, kafka, sq, how: str) -> None:
+    test = f"recovery ({how})"
+    name = sq.name(f"recover-{how.split()[0]}")
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name)))
+    status = sq.wait_running(name, timeout=420)
+    first = payments(90)
+    kafka.produce(source, first)
+    wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
+
+    during = payments(RATE * 25, start=90)  # 25 s of payments, the driver dies ~8 s in
+    producer = kafka.produce_paced(source, during, RATE)
+    time.sleep(8)
+    pod = sq.driver_pod(name)
+    killed_at = time.monotonic()
+    if how == "pod deleted":
+        sq.kubectl("delete", "pod", pod["metadata"]["name"], "--wait=false")
+    else:
+        container = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "driver")
+        cluster.kill_container(container["containerID"])
+    back = sq.wait_running(name, timeout=420, since_attempt=status["attempt"])
+    back_after = time.monotonic() - killed_at
+    producer.join(120)
+    last = payments(60, start=90 + len(during))
+    kafka.produce(source, last)
+    expected = flagged(first + during + last)
+    out = wait_output(kafka, sink, expected, 300, lambda: sq.describe(name))
+    epoch = RATE * INTERVAL_S // 3  # flagged records per checkpoint interval
+    figure(test, f"{len(first) + len(during) + len(last)} payments in, {out.summary()}; "
+                 f"one epoch = {epoch} flagged records; new driver {back.get('driver')} Running {back_after:.0f}s "
+                 f"after the {'deletion' if how == 'pod deleted' else 'kill'} (restarts {back.get('restarts')}, "
+                 f"lastFailure {(back.get('lastFailure') or {}).get('reason')})")
+    assert back["checkpoint"]["location"] == status["checkpoint"]["location"], "restarted on another checkpoint"
+    assert not out.unexpected, sorted(out.unexpected)[:5]
+    assert out.complete, out.summary()
+    # The replay after a restart starts at the last committed epoch: what the dead
+    # driver wrote after it (the epoch in flight, and one whose commit had not landed).
+    assert out.duplicates <= 2 * epoch + 5, f"{out.duplicates} duplicates, more than two epochs' worth ({2 * epoch})"
+
+
+def test_driver_pod_deleted_mid_stream(cluster, kafka, sq):
+    _recovery(cluster, kafka, sq, "pod deleted")
+
+
+def test_driver_container_killed_mid_stream(cluster, kafka, sq):
+    _recovery(cluster, kafka, sq, "container killed")
