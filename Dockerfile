@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # One image for everything streamq runs in a cluster (see docker/entrypoint.sh):
 #   (no args) | job ARGS    the PySpark job: python -m app [/etc/streamq/query.json]
 #   controller ARGS         the operator:    python -m controller ...
@@ -16,26 +14,37 @@
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # ---------------------------------------------------------------------------
-# deps: a venv with the pinned dependencies (no pip inside: Debian's pip
-# installs into it from outside). Rebuilt only when pyproject.toml or the
-# constraints change, so the big layer it gives the runtime image is reused.
+# python: the build stages' base (Python, venv, pip; never in the runtime image)
 # ---------------------------------------------------------------------------
-FROM ${BASE_IMAGE} AS deps
+FROM ${BASE_IMAGE} AS python
 
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
  && rm -rf /var/lib/apt/lists/*
-
 ENV VENV=/opt/streamq/venv \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1 \
     PIP_DEFAULT_TIMEOUT=180
-RUN python3 -m venv --without-pip "$VENV"
-
 WORKDIR /src
-COPY docker/constraints.txt /src/docker/constraints.txt
+
+# The runtime dependencies named in pyproject.toml, alone: a change elsewhere in
+# pyproject.toml (version, optional groups, tool settings) leaves the deps cached.
+FROM python AS requirements
 COPY pyproject.toml /src/
+RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > /requirements.txt
+
+# ---------------------------------------------------------------------------
+# deps: a venv with the pinned dependencies (no pip inside: Debian's pip
+# installs into it from outside). Rebuilt only when the dependencies or the
+# constraints change, so the big layer it gives the runtime image is reused.
+# ---------------------------------------------------------------------------
+FROM python AS deps
+
+RUN python3 -m venv --without-pip "$VENV"
+COPY docker/constraints.txt /src/docker/constraints.txt
+COPY --from=requirements /requirements.txt /src/requirements.txt
 
 # A TLS-intercepting proxy between the build and the package index needs its CA:
 # the build script hands the host's bundle in as the optional secret "cacert"
@@ -43,9 +52,7 @@ COPY pyproject.toml /src/
 RUN --mount=type=secret,id=cacert \
     --mount=type=cache,target=/root/.cache/pip,id=streamq-pip \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi \
- && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
-      > /tmp/requirements.txt \
- && pip --python "$VENV/bin/python" install --constraint docker/constraints.txt --requirement /tmp/requirements.txt \
+ && pip --python "$VENV/bin/python" install --constraint docker/constraints.txt --requirement requirements.txt \
  && SPARK_DIR="$("$VENV/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')" \
  && test -x "$SPARK_DIR/bin/spark-submit" \
  && ln -s "$SPARK_DIR" /opt/streamq/spark
@@ -55,6 +62,7 @@ RUN --mount=type=secret,id=cacert \
 # ---------------------------------------------------------------------------
 FROM deps AS build
 
+COPY pyproject.toml /src/
 COPY app/ /src/app/
 COPY controller/ /src/controller/
 RUN --mount=type=secret,id=cacert \

@@ -224,14 +224,30 @@ ca_bundle() {
   fi
 }
 
+# The fully qualified name a container runtime gives a short one (streamq:0.1.0
+# -> docker.io/library/streamq:0.1.0). ctr names an image from an OCI archive
+# exactly as its ref.name annotation says, so that one must be qualified for
+# `image: streamq:0.1.0` in a pod to find it; docker archives are normalized by ctr.
+qualified_ref() {
+  local ref="$1" first="${1%%/*}"
+  if [[ "$ref" != */* ]]; then
+    echo "docker.io/library/$ref"
+  elif [[ "$first" != *.* && "$first" != *:* && "$first" != localhost ]]; then
+    echo "docker.io/$ref"
+  else
+    echo "$ref"
+  fi
+}
+
 build_buildah() { # build_buildah <ctx> <base>
-  local ctx="$1" base="$2"
+  local ctx="$1" base="$2" dest="$REF"
+  [[ "$FORMAT" != oci-archive ]] || dest="$(qualified_ref "$REF")"
   buildah bud --isolation chroot --network host --pull-never --layers \
     --build-arg BASE_IMAGE="$base" \
     --secret id=cacert,src="$(ca_bundle)" \
     -f "$ctx/Dockerfile" -t "localhost/$REF" "$ctx"
   rm -f "$ARCHIVE.new"
-  buildah push --quiet "localhost/$REF" "$FORMAT:$ARCHIVE.new:$REF"
+  buildah push --quiet "localhost/$REF" "$FORMAT:$ARCHIVE.new:$dest"
 }
 
 build_docker() { # build_docker <ctx>
@@ -277,7 +293,7 @@ if [[ "$MODE" == check ]]; then
   if [[ ! -s "$ARCHIVE" ]]; then
     log "missing: $ARCHIVE"
   elif [[ -f "$ARCHIVE.context" ]]; then
-    changed="$(diff <(cat "$ARCHIVE.context") <(echo "$MANIFEST") | sed -n 's/^[<>] \.\/\([^ ]*\) .*/\1/p' | sort -u | head -n 20 | tr '\n' ' ')"
+    changed="$(diff <(cat "$ARCHIVE.context") <(echo "$MANIFEST") | sed -n 's/^[<>] \.\/\([^ ]*\) .*/\1/p' | sort -u | head -n 20 | tr '\n' ' ' || true)"
     log "stale: $ARCHIVE (changed since it was built: ${changed:-the base, builder, tag or format})"
   else
     log "stale: $ARCHIVE"

@@ -232,7 +232,7 @@ def test_executor_entrypoint_starts_spark_kubernetes_executor_backend(container)
     dry = container.run_image("executor", env={**env, "STREAMQ_ENTRYPOINT_DRY_RUN": "1"})
     assert dry.returncode == 0, dry.stderr
     command = dry.stdout
-    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in command
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in command, f"{dry.stdout}\n{dry.stderr}"
     assert "/opt/streamq/jars/spark-kafka/\\*" in command, command  # the Kafka jars are on the classpath
     for flag, value in [("--driver-url", env["SPARK_DRIVER_URL"]), ("--executor-id", "1"), ("--cores", "1"),
                         ("--app-id", "spark-smoke"), ("--hostname", "127.0.0.1"), ("--resourceProfileId", "0"),
