@@ -203,3 +203,19 @@ def latest_results(bench: str, results_dir: Path | None = None) -> Path | None:
 
 def log(message: str) -> None:
     print(f"[{datetime.now(UTC).strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def kafka_broker(workdir: Path):
+    """tests/support/kafka.py's KafkaBroker in ``workdir``. Its random cluster id can start
+    with "-", which kafka-storage's argument parser takes for an option (1 start in 64
+    fails); the benchmarks draw again until it does not."""
+    import base64
+    import uuid
+
+    from tests.support.kafka import KafkaBroker
+
+    broker = KafkaBroker(workdir=workdir)
+    while broker.cluster_id.startswith("-"):
+        broker.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return broker
+

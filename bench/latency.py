@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    kafka_broker,
     RESULTS_DIR,
     LoadSampler,
     git_commit,
@@ -77,7 +78,10 @@ def producer_main(bootstrap: str, topic: str, conn, conf: dict) -> None:
     """Sends at the offered rate on command; answers with where each step began and ended."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "linger.ms": 0, "acks": "1", **conf})
+    # linger 0 sends at once; at most 5 requests in flight makes librdkafka batch what queues up
+    # behind them (its default, 1e6 in flight, sends one request per record and falls behind a busy broker).
+    producer = Producer({"bootstrap.servers": bootstrap, "broker.address.family": "v4", "linger.ms": 0, "acks": "1",
+                         "max.in.flight.requests.per.connection": 5, **conf})  # fmt: skip
     seq = 0
     while True:
         command = conn.recv()
@@ -433,8 +437,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown mode(s): {', '.join(sorted(unknown))}")
     rates = [int(r) for r in args.rates.split(",")]
 
-    from tests.support.kafka import KafkaBroker
-
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "latency", "label": args.label, "started": now_iso(), "commit": git_commit(), "machine": machine(),
@@ -444,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"machine {results['machine']}")
     log(f"busy processes that are not ours: {results['otherBusyProcessesAtStart']}")
     workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-latency-"))
-    broker = KafkaBroker(workdir=workdir / "kafka")
+    broker = kafka_broker(workdir / "kafka")
     sampler.start()
     ok = False
     try:

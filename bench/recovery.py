@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import LoadSampler, git_commit, log, machine, now_iso, other_cpu_hogs, percentile, table, write_results
+from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, percentile, table, write_results
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 
 
@@ -49,8 +49,6 @@ def run(args) -> dict[str, Any]:
 
     from app.checkpoint import read_checkpoint
     from tests.integration.jobs import JobProcess
-    from tests.support.kafka import KafkaBroker
-
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),
@@ -58,7 +56,7 @@ def run(args) -> dict[str, Any]:
     }  # fmt: skip
     log(f"machine {results['machine']}")
     workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-recovery-"))
-    broker = KafkaBroker(workdir=workdir / "kafka")
+    broker = kafka_broker(workdir / "kafka")
     sampler.start()
     ok = False
     mode_run = None
