@@ -29,7 +29,7 @@
 #            buildah's storage as localhost/streamq-base:<suite>-<hash>, then
 #            `buildah bud --isolation chroot --network host --pull-never`
 #            with BASE_IMAGE pointing at it. Needs root, debootstrap and buildah
-#            (apt-get install debootstrap buildah).
+#            (installed with apt-get when missing).
 #
 # Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, app/,
 # controller/ (sources, not caches), the Kafka connector jars, the base image,
@@ -126,6 +126,21 @@ ensure_jars() {
     "$ROOT/hack/install-jars.sh"
   fi
   compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || die "no connector jars in $JARS after hack/install-jars.sh"
+}
+
+# A fresh Debian machine has neither: install them (root only), as the rest of
+# hack/ installs what it needs.
+ensure_buildah_tools() {
+  local missing=() tool
+  for tool in buildah debootstrap; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+  done
+  ((${#missing[@]} == 0)) && return
+  [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null ||
+    die "not installed: ${missing[*]} (Debian: apt-get install ${missing[*]}); or use STREAMQ_IMAGE_BUILDER=docker"
+  log "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 # ------------------------------------------------------------- buildah base
@@ -272,6 +287,7 @@ if [[ "$BUILDER" == buildah ]]; then
     [[ -s "$BASE_TAR" ]] || { log "no base rootfs yet ($BASE_TAR)"; exit 1; }
     BASE="$(buildah_base_name)"
   else
+    ensure_buildah_tools
     BASE="$(ensure_buildah_base)"
   fi
 else
