@@ -23,6 +23,9 @@
 #   STREAMQ_ETCD_VERSION   etcd version (default: what that Kubernetes pins in hack/lib/etcd.sh)
 #   STREAMQ_HELM_VERSION   helm v3 version
 #   STREAMQ_GOTOOLCHAIN    GOTOOLCHAIN for the builds (default: local, the installed go)
+#   STREAMQ_KUBELET_CGO    1 (default, as upstream) links kubelet with cgo; 0 builds it
+#                          static, which reuses the compile cache of the other
+#                          binaries and so builds faster
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` is refused because that module has
 # replace directives (its staging modules are v0.0.0 + replace). So this script
@@ -33,6 +36,8 @@
 # A binary that is already cached is skipped; GOMODCACHE and GOCACHE live under
 # the cache too, so a rebuild after a version bump is incremental.
 set -euo pipefail
+{ # Braces: bash reads the whole script before running it, so editing or
+  # updating this file while a (long) build runs does not break that build.
 
 KUBE_VERSION=${STREAMQ_KUBE_VERSION:-v1.33.13}
 ETCD_VERSION=${STREAMQ_ETCD_VERSION:-}
@@ -49,7 +54,7 @@ ALL_COMPONENTS=(etcd kube-apiserver kubectl kube-controller-manager kube-schedul
 log() { printf '[install-kube] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---------------------------------------------------------------- arguments
 print_bin_dir=0
@@ -298,12 +303,12 @@ fi
 if missing kubelet; then
   prepare_kube
   # Upstream links kubelet with cgo; fall back to a static build without a C compiler.
-  if command -v "${CC:-cc}" >/dev/null 2>&1; then
-    timed kubelet build_kube 1 kubelet
-  else
+  kubelet_cgo=${STREAMQ_KUBELET_CGO:-1}
+  if [[ $kubelet_cgo == 1 ]] && ! command -v "${CC:-cc}" >/dev/null 2>&1; then
     log "no C compiler: building kubelet with CGO_ENABLED=0"
-    timed kubelet build_kube 0 kubelet
+    kubelet_cgo=0
   fi
+  timed kubelet build_kube "$kubelet_cgo" kubelet
 fi
 
 if missing helm; then timed helm build_helm; fi
@@ -326,3 +331,5 @@ for c in "${components[@]}"; do
   log "  $c: $v"
 done
 printf '%s\n' "$BIN_DIR"
+exit 0
+}
