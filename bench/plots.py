@@ -92,18 +92,24 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
     kills = results.get("kills", [])
     if not kills:
         return []
+    mode = results["settings"]["mode"]
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 3.6))
     x = [k["kill"] for k in kills]
-    ax.bar([i - 0.2 for i in x], [k["restartToFirstOutputS"] or 0 for k in kills], width=0.4, label="restart -> first output")
-    ax.bar([i + 0.2 for i in x], [k["killToFirstOutputS"] or 0 for k in kills], width=0.4, label="kill -> first output")
+    started = [k.get("restartToQueryStartedS") or 0 for k in kills]
+    first = [k["restartToFirstOutputS"] or 0 for k in kills]
+    ax.bar(x, started, label="restart -> query started (JVM, session, start())")
+    ax.bar(x, [f - s for f, s in zip(first, started)], bottom=started, label="query started -> first output record")
+    for xi, f, k in zip(x, first, kills):
+        ax.annotate(f"{f:.1f}s, {k.get('duplicates', 0)} dup", (xi, f), ha="center", fontsize=7,
+                    textcoords="offset points", xytext=(0, 3))  # fmt: skip
     ax.set_xlabel("kill #")
-    ax.set_ylabel("seconds")
-    ax.set_title(f"Recovery after SIGKILL of the driver ({results['settings']['mode']})")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("seconds after the restart")
+    ax.set_title(f"Recovery after SIGKILL of the driver ({mode}, {results['settings']['rate']:,} records/s)")
+    ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    target = out_dir / "recovery.png"
+    target = out_dir / f"recovery-{mode}.png"
     fig.savefig(target, dpi=110)
     plt.close(fig)
     log(f"wrote {target.relative_to(ROOT)}")
@@ -112,7 +118,7 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
 
 def main() -> int:
     done = False
-    for bench, draw in (("latency", latency_plots), ("recovery", recovery_plot)):
+    for bench, draw in (("latency", latency_plots), ("recovery-continuous", recovery_plot), ("recovery-microBatch", recovery_plot)):
         path = latest_results(bench)
         if path is not None:
             draw(path)

@@ -28,12 +28,17 @@ from typing import Any
 from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, percentile, table, write_results
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 
+QUERY_STARTED = " started in "  # the job's log line once query.start() returned
 
-def first_output_after(received_path: Path, t_ns: int, timeout: float, job) -> int | None:
-    """recvNs of the first record Spark's producer wrote at or after t_ns (Kafka timestamp, ms)."""
+
+def first_output_after(received_path: Path, t_ns: int, timeout: float, job, marks: dict) -> int | None:
+    """recvNs of the first record Spark's producer wrote at or after t_ns (Kafka timestamp, ms).
+    Also notes in ``marks`` when the job's log first said the query started (50 ms resolution)."""
     deadline = time.monotonic() + timeout
     t_ms = t_ns // 1_000_000
     while time.monotonic() < deadline:
+        if "queryStartedNs" not in marks and QUERY_STARTED in job.log():
+            marks["queryStartedNs"] = time.time_ns()
         data = read_received(received_path)
         new = data[data[:, 3] >= t_ms]
         if len(new):
@@ -41,6 +46,20 @@ def first_output_after(received_path: Path, t_ns: int, timeout: float, job) -> i
         if job.proc.poll() is not None:
             raise RuntimeError(f"the restarted job exited with {job.proc.returncode}:\n{job.log()[-3000:]}")
         time.sleep(0.05)
+    return None
+
+
+def wait_caught_up(received_path: Path, timeout: float, lag_s: float = 1.0) -> float | None:
+    """Seconds until the newest output record is less than lag_s old (the backlog after a
+    restart is worked off), so that every kill hits a query in its steady state."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        data = read_received(received_path)
+        if len(data):
+            newest = data[-256:]
+            if (newest[:, 2] - newest[:, 1]).min() < lag_s * 1e9 and time.time_ns() - newest[-1, 2] < lag_s * 1e9:
+                return round(time.monotonic() - t0, 2)
+        time.sleep(0.2)
     return None
 
 
@@ -74,6 +93,7 @@ def run(args) -> dict[str, Any]:
         mode_run.send_async(args.rate, 24 * 3600, 0)  # steady until halted
         log(f"{args.mode} query running, producing {args.rate:,}/s")
         for kill in range(1, args.kills + 1):
+            caught_up = wait_caught_up(mode_run.received_path, args.restart_timeout)
             time.sleep(args.steady)
             state = read_checkpoint(str(checkpoint))
             t_kill = time.time_ns()
@@ -82,10 +102,14 @@ def run(args) -> dict[str, Any]:
             mode_run.job.stop()
             mode_run.job = JobProcess(spec_path, mode_run.workdir)
             t_restart = time.time_ns()
-            first = first_output_after(mode_run.received_path, t_restart, args.restart_timeout, mode_run.job)
+            marks: dict = {}
+            first = first_output_after(mode_run.received_path, t_restart, args.restart_timeout, mode_run.job, marks)
+            started = marks.get("queryStartedNs")
             row = {
                 "kill": kill,
                 "lastCommittedAtKill": state.last_committed,
+                "caughtUpAfterS": caught_up,
+                "restartToQueryStartedS": round((started - t_restart) / 1e9, 2) if started else None,
                 "restartToFirstOutputS": round((first - t_restart) / 1e9, 2) if first else None,
                 "killToFirstOutputS": round((first - t_kill) / 1e9, 2) if first else None,
                 "tKillNs": t_kill, "tRestartNs": t_restart,
@@ -165,10 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
     results = run(args)
-    rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToFirstOutputS"], k["killToFirstOutputS"], k["duplicates"]]
-            for k in results["kills"]]  # fmt: skip
+    rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToQueryStartedS"], k["restartToFirstOutputS"],
+             k["killToFirstOutputS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip
     s = results["summary"]
-    text = table(["kill", "committed at kill", "restart -> first output s", "kill -> first output s", "duplicates"], rows)
+    text = table(["kill", "committed at kill", "restart -> query started s", "restart -> first output s",
+                  "kill -> first output s", "duplicates"], rows)  # fmt: skip
     text += (f"\n\n{args.mode} at {args.rate:,} records/s: {s['recordsSent']:,} sent, {s['recordsExpected']:,} pass the filter, "
              f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
     print(text, flush=True)
