@@ -7,6 +7,9 @@ when tests fail (or the run is interrupted).
 ``kafka``    a client for that broker from this machine (:class:`tests.e2e.helpers.Kafka`)
 ``sq``       helpers for StreamingQueries in streamq-e2e (:class:`tests.e2e.helpers.Queries`)
 
+STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP (what ``hack/e2e-cluster.sh up``
+prints) run the tests on a cluster that is already up, and leave it up.
+
 Prerequisites come from ``hack/install-node.sh`` (``hack/test.sh`` runs it); when
 they are missing the tests fail saying so (skip instead with STREAMQ_ALLOW_SKIP=1).
 Figures the scenarios report (records in/out, duplicates, restart times) are
@@ -40,6 +43,13 @@ def cluster():
     from tests.e2e.cluster.addons import setup
 
     provider = choose_provider()
+    existing = os.environ.get("STREAMQ_E2E_KUBECONFIG")
+    if existing:  # a cluster from `hack/e2e-cluster.sh up` (it prints both values): not torn down here
+        c = create_cluster(provider)
+        c.kubeconfig = Path(existing)
+        c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
+        yield c
+        return
     check = subprocess.run([str(REPO_ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
                            capture_output=True, text=True, timeout=600)
     if check.returncode != 0:

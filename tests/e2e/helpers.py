@@ -254,8 +254,10 @@ class Queries:
             out = self.kubectl("get", "events", "--field-selector", f"involvedObject.kind=StreamingQuery,involvedObject.name={name}",
                                "--sort-by=.lastTimestamp", check=False).stdout
             print(f"===== events of StreamingQuery {name} =====\n{out}")
-        ops = self.cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=30", check=False).stdout
-        print(f"===== operator log (tail) =====\n{ops}")
+        ops = self.cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=400", check=False).stdout
+        noise = ("GET /healthz", "Handler '", "Activity 'reconcilers'")
+        lines = [line for line in ops.splitlines() if not any(n in line for n in noise)]
+        print("===== operator log (tail, without probes and handler bookkeeping) =====\n" + "\n".join(lines[-25:]))
 
     def cleanup(self) -> None:
         for name in self.names:
