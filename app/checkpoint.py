@@ -1,19 +1,152 @@
-"""Read a Structured Streaming checkpoint without Spark.
+"""Read a Structured Streaming checkpoint without Spark (pure Python).
 
 Layout (Spark 4.x): ``metadata`` holds {"id": ...}; ``offsets/N`` is "v1", a
 line of batch metadata (empty in continuous mode), then one JSON line per
 source (Kafka: {"topic": {"partition": next_offset}}); ``commits/N`` marks
-epoch/batch N as committed. Writers create hidden temp files and rename, so
-only plain numeric names count.
+epoch/batch N as committed; ``state/<operator>/_metadata/metadata`` names each
+stateful operator. Writers create hidden temp files and rename, so only plain
+numeric names count; a file cut short (a crash, an object store without
+atomic rename) is reported as a problem and the newest readable batch is used.
+
+Local paths need nothing more; other URIs (s3a://, gs://, abfss://, memory://)
+are read through fsspec when it is installed (``pip install streamq[objectstore]``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+KafkaOffsets = dict[str, dict[int, int]]  # {topic: {partition: next offset}}
+
+
+class CheckpointError(Exception):
+    """The location cannot be read at all (no filesystem for its scheme)."""
+
+
+# --- filesystems ------------------------------------------------------------------
+
+
+class Files(Protocol):
+    def list(self, path: str) -> dict[str, float | None] | None:
+        """{name: mtime} of a directory's entries; None when it does not exist."""
+
+    def read(self, path: str) -> str | None:
+        """The text of a file; None when it cannot be read."""
+
+    def join(self, *parts: str) -> str: ...
+
+
+class LocalFiles:
+    def list(self, path: str) -> dict[str, float | None] | None:
+        try:
+            with os.scandir(path) as entries:
+                out: dict[str, float | None] = {}
+                for entry in entries:
+                    try:
+                        out[entry.name] = entry.stat().st_mtime
+                    except OSError:  # renamed or deleted while we looked
+                        out[entry.name] = None
+                return out
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read(self, path: str) -> str | None:
+        try:
+            return Path(path).read_text(errors="replace")
+        except OSError:
+            return None
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    """fsspec implementations name the time differently (mtime, LastModified, updated, created)."""
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+class FsspecFiles:
+    def __init__(self, fs):
+        self.fs = fs
+
+    def list(self, path: str) -> dict[str, float | None] | None:
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        out: dict[str, float | None] = {}
+        for info in entries:
+            name = str(info.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
+            if name:
+                out[name] = _mtime(info)
+        return out
+
+    def read(self, path: str) -> str | None:
+        try:
+            return self.fs.cat_file(path).decode(errors="replace")
+        except (OSError, ValueError):
+            return None
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.rstrip("/") for p in parts)
+
+
+def local_path(location: str | os.PathLike) -> str | None:
+    """The filesystem path of a location (a path or file:// URI); None for remote URIs."""
+    text = str(location)
+    parsed = urlparse(text)
+    if parsed.scheme == "file":
+        return parsed.path or None
+    return text if parsed.scheme == "" else None
+
+
+def open_location(location: str | os.PathLike) -> tuple[Files, str]:
+    """The filesystem and the path in it for a checkpoint location."""
+    path = local_path(location)
+    if path is not None:
+        return LocalFiles(), path
+    text = str(location)
+    scheme = urlparse(text).scheme
+    try:
+        import fsspec
+    except ImportError:
+        raise CheckpointError(
+            f"reading {scheme}:// checkpoints needs fsspec and its {scheme} driver "
+            "(pip install 'streamq[objectstore]')"
+        ) from None
+    try:
+        fs, path = fsspec.core.url_to_fs(text)
+    except (ImportError, ValueError) as exc:
+        raise CheckpointError(f"cannot open {text}: {exc}") from None
+    return FsspecFiles(fs), path
+
+
+# --- what a checkpoint holds --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatefulOperator:
+    id: int
+    name: str | None  # Spark's operator name (stateStoreSave, dedupe, symmetricHashJoin...), None if unrecorded
+    partitions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -25,45 +158,99 @@ class CheckpointState:
     committed_offsets: list[Any] = field(default_factory=list)  # one entry per source
     committed_at: float | None = None  # mtime of the commit marker, seconds since epoch
     in_flight: int | None = None  # planned but not committed
+    in_flight_offsets: list[Any] = field(default_factory=list)
+    planned_at: float | None = None  # mtime of the in-flight batch's offsets
+    sources: int | None = None  # source lines in the newest offsets file
+    stateful_operators: tuple[StatefulOperator, ...] = ()
+    problems: tuple[str, ...] = ()  # files that could not be read
 
-    def kafka_offsets(self) -> dict[str, dict[int, int]]:
-        """{topic: {partition: next offset}} over every Kafka source."""
-        merged: dict[str, dict[int, int]] = {}
-        for source in self.committed_offsets:
-            if not isinstance(source, dict):
-                continue
-            for topic, parts in source.items():
-                if isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items()):
-                    merged.setdefault(topic, {}).update({int(p): o for p, o in parts.items()})
-        return merged
+    @property
+    def resumable(self) -> bool:
+        """Spark can restart from it: it exists and what it resumes from is readable."""
+        return self.exists and not any(p.startswith(_BLOCKING) for p in self.problems)
 
-    def to_json(self) -> dict[str, Any]:
+    @property
+    def has_commits(self) -> bool:
+        return self.last_committed is not None
+
+    def kafka_offsets(self) -> KafkaOffsets:
+        """{topic: {partition: next offset}} over every Kafka source of the last committed batch."""
+        return merge_kafka_offsets(self.committed_offsets)
+
+    def in_flight_kafka_offsets(self) -> KafkaOffsets:
+        return merge_kafka_offsets(self.in_flight_offsets)
+
+    def source_kinds(self) -> list[str]:
+        newest = self.in_flight_offsets or self.committed_offsets
+        return [source_kind(s) for s in newest]
+
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
         return {
             "location": self.location,
             "exists": self.exists,
+            "resumable": self.resumable,
             "queryId": self.query_id,
             "lastCommitted": self.last_committed,
             "committedOffsets": self.committed_offsets,
             "committedAt": self.committed_at,
+            "lastCommitAgeSeconds": _age(self.committed_at, now),
             "inFlight": self.in_flight,
+            "inFlightOffsets": self.in_flight_offsets,
+            "inFlightAgeSeconds": _age(self.planned_at, now),
+            "sources": self.sources,
+            "sourceKinds": self.source_kinds(),
+            "statefulOperators": [{"id": o.id, "name": o.name, "partitions": o.partitions} for o in self.stateful_operators],
+            "problems": list(self.problems),
         }
 
 
-def _batch_ids(folder: Path) -> list[int]:
-    try:
-        return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
-    except FileNotFoundError:
-        return []
+def _age(moment: float | None, now: float) -> float | None:
+    return None if moment is None else round(max(0.0, now - moment), 3)
 
 
-def _read_offsets(path: Path) -> list[Any] | None:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
+_BLOCKING = ("metadata", "the newest commit")
+
+
+def is_kafka_offsets(source: Any) -> bool:
+    return (
+        isinstance(source, dict)
+        and bool(source)
+        and all(
+            isinstance(parts, dict) and all(str(p).isdigit() and isinstance(o, int) for p, o in parts.items())
+            for parts in source.values()
+        )
+    )
+
+
+def source_kind(source: Any) -> str:
+    return "kafka" if is_kafka_offsets(source) else "other"
+
+
+def merge_kafka_offsets(sources: list[Any]) -> KafkaOffsets:
+    merged: KafkaOffsets = {}
+    for source in sources:
+        if is_kafka_offsets(source):
+            for topic, parts in source.items():
+                merged.setdefault(topic, {}).update({int(p): o for p, o in parts.items()})
+    return merged
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+def _batch_ids(listing: dict[str, float | None] | None) -> list[int]:
+    return sorted(int(name) for name in (listing or {}) if name.isdigit())
+
+
+def parse_offsets(text: str | None) -> list[Any] | None:
+    """The per-source lines of an offsets file; None when it is not a complete offsets file."""
+    if not text:
         return None
-    if not lines or not lines[0].startswith("v"):
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("v") or len(lines) < 2:
         return None
-    sources = []
+    sources: list[Any] = []
     for line in lines[2:]:
         try:
             sources.append(json.loads(line) if line and line != "-" else None)
@@ -72,28 +259,89 @@ def _read_offsets(path: Path) -> list[Any] | None:
     return sources
 
 
-def _query_id(location: Path) -> str | None:
+def _commit_ok(text: str | None) -> bool:
+    return bool(text) and text.startswith("v") and "\n" in text
+
+
+def _query_id(files: Files, root: str) -> tuple[str | None, str | None]:
+    text = files.read(files.join(root, "metadata"))
+    if text is None:
+        return None, None  # Spark writes it when the query starts: absent is not a problem yet
     try:
-        return json.loads((location / "metadata").read_text()).get("id")
-    except (OSError, ValueError, AttributeError):
-        return None
+        value = json.loads(text.splitlines()[0] if text.strip() else "")
+        return (str(value["id"]), None) if isinstance(value, dict) and "id" in value else (None, "metadata has no query id")
+    except (ValueError, IndexError):
+        return None, "metadata is not readable JSON (a write cut short?)"
 
 
-def read_checkpoint(location: str | os.PathLike) -> CheckpointState:
-    root = Path(str(location).removeprefix("file://"))
-    if not root.is_dir():
+def _stateful_operators(files: Files, root: str) -> tuple[StatefulOperator, ...]:
+    state = files.join(root, "state")
+    found = []
+    for op in _batch_ids(files.list(state)):
+        name = partitions = None
+        text = files.read(files.join(state, str(op), "_metadata", "metadata"))
+        if text:
+            try:
+                meta = json.loads(text.splitlines()[1])
+                name = meta.get("operatorInfo", {}).get("operatorName")
+                stores = meta.get("stateStoreInfo") or []
+                partitions = stores[0].get("numPartitions") if stores else None
+            except (ValueError, IndexError, AttributeError):
+                pass
+        found.append(StatefulOperator(op, name, partitions))
+    return tuple(found)
+
+
+def read_checkpoint(location: str | os.PathLike, files: Files | None = None) -> CheckpointState:
+    if files is None:
+        files, root = open_location(location)
+    else:
+        root = str(location)
+    top = files.list(root)
+    if top is None:
         return CheckpointState(location=str(location), exists=False)
-    commits = _batch_ids(root / "commits")
-    planned = _batch_ids(root / "offsets")
-    last = commits[-1] if commits else None
-    offsets = _read_offsets(root / "offsets" / str(last)) if last is not None else None
-    newest_planned = planned[-1] if planned else None
+    problems: list[str] = []
+    query_id, problem = _query_id(files, root)
+    if problem:
+        problems.append(problem)
+    commit_listing = files.list(files.join(root, "commits"))
+    offset_listing = files.list(files.join(root, "offsets")) or {}
+    commits = _batch_ids(commit_listing)
+    planned = _batch_ids(offset_listing)
+
+    last = offsets = None
+    for n, batch in enumerate(reversed(commits)):
+        where = "the newest commit" if n == 0 else f"commit {batch}"
+        if not _commit_ok(files.read(files.join(root, "commits", str(batch)))):
+            problems.append(f"{where} (commits/{batch}) is empty or malformed")
+            continue
+        offsets = parse_offsets(files.read(files.join(root, "offsets", str(batch))))
+        if offsets is None:
+            problems.append(f"{where}'s offsets (offsets/{batch}) are missing or malformed")
+            continue
+        last = batch
+        break
+
+    newest = planned[-1] if planned else None
+    marked = commits[-1] if commits else None  # the newest commit marker, readable or not
+    in_flight = newest if newest is not None and (marked is None or newest > marked) else None
+    in_flight_offsets = None
+    if in_flight is not None:
+        in_flight_offsets = parse_offsets(files.read(files.join(root, "offsets", str(in_flight))))
+        if in_flight_offsets is None:  # being written right now, or cut short: Spark plans it again
+            problems.append(f"in-flight offsets/{in_flight} are incomplete")
+    newest_sources = in_flight_offsets if in_flight_offsets is not None else offsets
     return CheckpointState(
         location=str(location),
         exists=True,
-        query_id=_query_id(root),
+        query_id=query_id,
         last_committed=last,
         committed_offsets=offsets or [],
-        committed_at=(root / "commits" / str(last)).stat().st_mtime if last is not None else None,
-        in_flight=newest_planned if newest_planned is not None and newest_planned != last else None,
+        committed_at=(commit_listing or {}).get(str(last)) if last is not None else None,
+        in_flight=in_flight,
+        in_flight_offsets=in_flight_offsets or [],
+        planned_at=offset_listing.get(str(in_flight)) if in_flight is not None else None,
+        sources=len(newest_sources) if newest_sources is not None else None,
+        stateful_operators=_stateful_operators(files, root),
+        problems=tuple(problems),
     )

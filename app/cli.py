@@ -87,6 +87,41 @@ def validate(
     raise typer.Exit(int(worst))
 
 
+checkpoint_cli = typer.Typer(help="Look inside Structured Streaming checkpoints (no Spark needed).", no_args_is_help=True)
+cli.add_typer(checkpoint_cli, name="checkpoint")
+
+
+@checkpoint_cli.command("inspect")
+def inspect_checkpoint(
+    location: Annotated[str, typer.Argument(help="A checkpoint directory or URI (s3a://, gs://... need fsspec).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    spec: Annotated[
+        Path | None, typer.Option(help="The query's spec: its source broker and credentials give the lag per partition.")
+    ] = None,
+    bootstrap_servers: Annotated[
+        str | None, typer.Option(help="A Kafka broker (no credentials) to measure the lag against.")
+    ] = None,
+) -> None:
+    """The last committed epoch/batch, its offsets, the batch in flight and their ages."""
+    from app.checkpoint import CheckpointError, read_checkpoint
+    from app.inspect import describe, lag_against, render_tables
+
+    try:
+        state = read_checkpoint(location)
+    except CheckpointError as exc:
+        err.print(f"[bold red]cannot read[/] {location}: {exc}", highlight=False)
+        raise typer.Exit(ExitCode.INVALID_SPEC) from None
+    report = describe(state)
+    if spec is not None or bootstrap_servers is not None:
+        report["lag"] = lag_against(state, _load(spec).spec if spec else None, bootstrap_servers)
+    if as_json:
+        Console(soft_wrap=True).print_json(data=report)
+    else:
+        render_tables(report, Console())
+    if not state.exists:
+        raise typer.Exit(ExitCode.SOURCE_UNAVAILABLE)
+
+
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 

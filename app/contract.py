@@ -28,6 +28,8 @@ TERMINATION_LOG = "/dev/termination-log"
 PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
 SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
 JARS_DIR_ENV = "STREAMQ_JARS_DIR"
+# On the query document: where the previous run had committed, for a lost checkpoint (app.resume).
+RESUME_ANNOTATION = f"{GROUP}/resume-from"
 
 
 class ExitCode(IntEnum):
@@ -38,6 +40,8 @@ class ExitCode(IntEnum):
     QUERY_REFUSED = 65  # Spark's analyser refused the query: fix the resource
     SOURCE_UNAVAILABLE = 69  # broker unreachable or topic missing at start: retry
     QUERY_FAILED = 70  # the query died while running: restart from the checkpoint
+    STALLED = 75  # no commit while input waited (spec.health): restart from the checkpoint
+    PARTITIONS_CHANGED = 76  # the source gained partitions the slots cannot hold: restart, sized again
     INTERRUPTED = 130  # SIGINT
 
     @property

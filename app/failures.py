@@ -16,7 +16,10 @@ _REFUSED = re.compile(
     r"AnalysisException|ParseException|\[STREAMING_REAL_TIME_MODE|\[UNRESOLVED_|\[PARSE_SYNTAX_ERROR"
     r"|\[DATATYPE_MISMATCH|\[UNSUPPORTED_|\[INVALID_|\[CANNOT_RESOLVE"
     r"|Continuous processing does not support|does not support|not supported with streaming"
-    r"|Data source \w+ does not support",
+    r"|Data source \w+ does not support"
+    # the checkpoint keeps state of other operators or another schema: a restart fails the same way
+    r"|\[STREAMING_STATEFUL_OPERATOR_(NOT_MATCH_IN_STATE_METADATA|MISSING_STATE_DIRECTORY)"
+    r"|\[STATE_STORE_(KEY|VALUE)_SCHEMA_NOT_COMPATIBLE|\[STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
 )
 # Runtime trouble that a restart can fix even when the text says "not supported".
 _RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker", re.I)

@@ -6,19 +6,27 @@ import logging
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.contract import PROGRESS_FILE_ENV, TERMINATION_LOG, ExitCode
+from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint
+from app.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
+from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode
 from app.failures import classify, one_line
-from app.pipeline.kafka_checks import BrokerWatch, PreflightError, preflight
+from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.plan import build_dataframe, build_writer
-from app.pipeline.progress import CheckpointWatcher, ProgressSink, make_listener
+from app.pipeline.progress import ListenerRates, ProgressSink, make_listener
 from app.pipeline.session import get_session
+from app.pipeline.watchdog import Watch, Watchdog
+from app.resume import ResumeFrom, plan_start
 from app.spec.load import QueryDocument
+from app.spec.model import IncompatibleChange, QuerySpec
 from app.spec.problems import SpecError
 
 log = logging.getLogger("streamq.job")
+# Fault injection for tests: "skip-slot-check" starts a query with too few slots, so that it really hangs.
+FAILPOINT_ENV = "STREAMQ_FAILPOINT"
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,9 @@ class RunOptions:
     termination_log: str = os.environ.get("STREAMQ_TERMINATION_LOG", TERMINATION_LOG)
     broker_timeout_s: float = float(os.environ.get("STREAMQ_BROKER_TIMEOUT_SECONDS", "30"))
     preflight_timeout_s: float = 15.0
-    starting_offsets: str | None = None  # overrides the spec's, e.g. to resume a lost checkpoint
+    starting_offsets: str | None = None  # used only when the checkpoint has nothing to resume from
+    watch_period_s: float = float(os.environ.get("STREAMQ_WATCH_PERIOD_SECONDS", "2"))
+    report_every_s: float = float(os.environ.get("STREAMQ_REPORT_PERIOD_SECONDS", "10"))
 
 
 def write_termination_log(path: str, message: str) -> None:
@@ -65,41 +75,87 @@ class StopRequest:
         self.event.set()
 
 
+def _checkpoint_gate(spec: QuerySpec) -> tuple[QuerySpec, CheckpointState, str | None]:
+    """Read the checkpoint and make sure this spec can resume from it. Returns the spec
+    (with a fresh location when onIncompatibleChange asks for one), what the checkpoint
+    holds, and a refusal message when it cannot be reused."""
+    location = spec.checkpoint.location
+    try:
+        state = read_checkpoint(location)
+    except CheckpointError as exc:  # e.g. s3a:// without fsspec: Spark reads it, we cannot check it
+        log.warning("not checking the checkpoint: %s", exc)
+        return spec, CheckpointState(location=location, exists=False), None
+    differences = checkpoint_differences(Holds.of(state), spec) if state.exists else []
+    if not differences:
+        return spec, state, None
+    if spec.checkpoint.on_incompatible_change is not IncompatibleChange.NEW_CHECKPOINT:
+        return spec, state, refusal("; ".join(differences), location)
+    fresh, state = choose_fresh_location(location, spec, read_checkpoint)
+    log.warning("%s: onIncompatibleChange is newCheckpoint, using %s", "; ".join(differences), fresh)
+    return spec.model_copy(update={"checkpoint": spec.checkpoint.model_copy(update={"location": fresh})}), state, None
+
+
+def _move_aside(state: CheckpointState) -> None:
+    """An unreadable checkpoint is kept for a post-mortem, out of Spark's way."""
+    path = local_path(state.location)
+    if path is None or not os.path.isdir(path):
+        return
+    target = f"{path.rstrip('/')}.unreadable-{int(time.time())}"
+    os.rename(path, target)
+    log.warning("moved the unreadable checkpoint %s to %s", path, target)
+
+
 def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     options = options or RunOptions()
     spec = doc.spec
     try:
         partitions = preflight(spec, options.preflight_timeout_s)
+        if os.environ.get(FAILPOINT_ENV) == "skip-slot-check":  # tests: let Spark hang, for the watchdog to see
+            slots = spec.runtime.task_slots(spec.mode, sum(partitions.values()))
+        else:
+            slots = check_slots(spec, partitions)
     except PreflightError as exc:
         return finish(exc.code, str(exc), options)
     except SpecError as exc:  # e.g. a credentials file that is not there
         return finish(ExitCode.INVALID_SPEC, str(exc), options)
     if partitions:
-        log.info("source partitions: %s; task slots: %d", partitions, spec.runtime.task_slots)
+        log.info("source partitions: %s; task slots: %d%s", partitions, slots, " (sized for them)" if spec.runtime.auto_sized else "")
+
+    spec, state, refused = _checkpoint_gate(spec)
+    if refused:
+        return finish(ExitCode.INVALID_SPEC, refused, options)
+    resume = (ResumeFrom(options.starting_offsets) if options.starting_offsets
+              else ResumeFrom.from_annotation(doc.annotations.get(RESUME_ANNOTATION)))  # fmt: skip
+    plan = plan_start(state, resume, partitions)
+    if plan.note:
+        log.warning("%s", plan.note) if plan.recovered else log.info("%s", plan.note)
+    if plan.recovered and state.exists and not state.resumable:
+        _move_aside(state)
 
     stop = StopRequest()
     stop.install()
-    spark = get_session(spec, doc.name)
+    spark = get_session(spec, doc.name, slots)
+    rates = ListenerRates()
     progress = ProgressSink(options.progress_file)
-    if spec.mode != "continuous":
-        spark.streams.addListener(make_listener(progress, doc.name, spec.mode))
     try:
-        df = build_dataframe(spark, spec, options.starting_offsets)
+        df = build_dataframe(spark, spec, plan.starting_offsets)
         query = build_writer(df, doc.name, spec).start()
     except Exception as exc:  # Spark's analyser speaks through several exception types
         return finish(classify(str(exc)), one_line(str(exc)), options)
     log.info("query %s started in %s mode (id %s, checkpoint %s)", doc.name, spec.mode, query.id, spec.checkpoint.location)
 
-    helpers: list = [BrokerWatch(spec, options.broker_timeout_s)]
-    if spec.mode == "continuous":
-        helpers.append(CheckpointWatcher(progress, doc.name, spec.mode, spec.checkpoint.location))
-    for helper in helpers:
-        helper.start()
+    starting = plan.starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
+    watch = Watch(spec, doc.name, slots=slots, partitions=partitions, starting_offsets=starting,
+                  started_at=time.monotonic(), report_every_s=options.report_every_s, recovered=plan.recovered)  # fmt: skip
+    watchdog = Watchdog(watch, spec, progress, broker_timeout_s=options.broker_timeout_s,
+                        period_s=options.watch_period_s, rates=rates)  # fmt: skip
+    if spec.mode != "continuous":
+        spark.streams.addListener(make_listener(rates, watchdog.wake))
+    watchdog.start()
     try:
-        return _watch(query, stop, helpers[0], options)
+        return _watch(query, stop, watchdog, options)
     finally:
-        for helper in helpers:
-            helper.stop()
+        watchdog.stop()
 
 
 def _stop_within(query, seconds: float) -> None:
@@ -108,16 +164,17 @@ def _stop_within(query, seconds: float) -> None:
     stopper.join(seconds)
 
 
-def _watch(query, stop: StopRequest, broker: BrokerWatch, options: RunOptions) -> ExitCode:
+def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions) -> ExitCode:
     while query.isActive:
         if stop.event.is_set():
             query.stop()
             return finish(ExitCode.OK, f"{stop.signal_name} received", options)
-        if broker.failure:
-            # With the broker gone a graceful stop waits out Kafka's own timeouts;
-            # nothing can be committed anyway, so do not wait long for it.
-            _stop_within(query, seconds=5)
-            return finish(ExitCode.QUERY_FAILED, broker.failure, options)
+        if watchdog.exit:
+            # A broker gone, a stalled or outgrown query: a graceful stop would wait out
+            # Kafka's timeouts or the hang itself, and nothing more can be committed anyway.
+            _stop_within(query, seconds=10)
+            code, reason = watchdog.exit
+            return finish(code, reason, options)
         try:
             query.awaitTermination(0.5)
         except Exception:  # the query died; query.exception() below says how

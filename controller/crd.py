@@ -226,13 +226,14 @@ def cross_field_rules() -> list[dict[str, str]]:
 
 def _slot_rule() -> dict[str, str]:
     """Continuous mode holds a task slot per source partition: with none to spare Spark hangs."""
-    r, e = _DEFAULTS["runtime"], _DEFAULTS["executors"]
+    e = _DEFAULTS["executors"]
     has_runtime = "has(self.runtime)"
     instances = f"({has_runtime} && has(self.runtime.executors) && has(self.runtime.executors.instances) ? self.runtime.executors.instances : {e.instances})"
     cores = f"({has_runtime} && has(self.runtime.executors) && has(self.runtime.executors.cores) ? self.runtime.executors.cores : {e.cores})"
-    parallelism = f"({has_runtime} && has(self.runtime.parallelism) ? self.runtime.parallelism : {r.parallelism})"
+    explicit = f"({has_runtime} && has(self.runtime.parallelism))"
     partitions = _or_default("self.source.rate.numPartitions", _DEFAULTS["rate"].num_partitions)
-    slots = f"({instances} > 0 ? {instances} * {cores} : {parallelism})"
+    # unset parallelism is sized from the partitions when the job starts: always enough
+    slots = f"({instances} > 0 ? {instances} * {cores} : ({explicit} ? self.runtime.parallelism : {partitions} + 1))"
     return {
         "rule": f"!has(self.trigger.continuous) || !has(self.source.rate) || {slots} > {partitions}",
         "message": (
@@ -263,8 +264,13 @@ PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Mode", "type": "string", "jsonPath": ".status.mode"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
-    {"name": "Batch", "type": "integer", "jsonPath": ".status.progress.batchId",
+    {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.batchId",
      "description": "Last committed epoch (continuous) or batch id"},
+    {"name": "Lag", "type": "integer", "jsonPath": ".status.progress.totalLag",
+     "description": "Records waiting in the source, all partitions"},
+    {"name": "Health", "type": "string", "jsonPath": ".status.progress.health.state", "priority": 1},
+    {"name": "Last-Commit", "type": "date", "jsonPath": ".status.progress.lastCommitTime", "priority": 1},
+    {"name": "Slots", "type": "integer", "jsonPath": ".status.progress.slots", "priority": 1},
     {"name": "Driver", "type": "string", "jsonPath": ".status.driver", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from app.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract import ExitCode
+from app.resume import ResumeFrom
 from app.spec.load import validate_spec
 from app.spec.model import IncompatibleChange, QuerySpec, RestartType, duration_ms
 from app.spec.problems import SpecError
+from controller import progress as reports
 from controller import render
 from controller.observe import Driver, DriverPhase
 from controller.phases import ConditionType, Phase, Reason
@@ -52,6 +55,7 @@ class Inputs:
     status: QueryStatus
     drivers: tuple[Driver, ...]
     now: datetime
+    progress: dict[str, Any] | None = None  # the driver's newest progress record, if read this pass
 
 
 @dataclass(frozen=True)
@@ -92,29 +96,6 @@ def backoff_delay(restart: int, initial: str, maximum: str) -> float:
     return min(first * 2 ** max(0, restart - 1), cap) / 1000.0
 
 
-def fresh_checkpoint_location(location: str, resets: int) -> str:
-    """A new checkpoint next to the spec's, for the n-th incompatible change."""
-    return f"{location.rstrip('/')}-reset-{resets}"
-
-
-def source_change(old: QuerySpec, new: QuerySpec) -> str | None:
-    """How the source changed in a way Spark cannot resume from, naming the field; else None."""
-    if old.source.kind != new.source.kind:
-        return f"spec.source changed from {old.source.kind} to {new.source.kind}"
-    a, b = old.source.kafka, new.source.kafka
-    if a is None or b is None:
-        return None
-    if (a.topics is None) != (b.topics is None):
-        before = f"topics {sorted(a.topics)}" if a.topics is not None else f"pattern {a.pattern!r}"
-        after = f"topics {sorted(b.topics)}" if b.topics is not None else f"pattern {b.pattern!r}"
-        return f"spec.source.kafka changed from {before} to {after}"
-    if a.topics is not None and b.topics is not None and set(a.topics) != set(b.topics):
-        return f"spec.source.kafka.topics changed from {sorted(set(a.topics))} to {sorted(set(b.topics))}"
-    if a.pattern != b.pattern:
-        return f"spec.source.kafka.pattern changed from {a.pattern!r} to {b.pattern!r}"
-    return None
-
-
 def dump_spec(spec: QuerySpec) -> str:
     return json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
 
@@ -150,6 +131,7 @@ class _Draft:
     status: QueryStatus
     reason: str | None = None  # None: keep the reason the conditions have
     refusal: str | None = None
+    stall: str | None = None  # the running driver reports a stall
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
     requeue: list = field(default_factory=list)
@@ -196,9 +178,11 @@ def _conditions(d: _Draft) -> list[Condition]:
     degraded_message = ""
     if d.refusal is not None:
         degraded_reason, degraded_message = Reason.INCOMPATIBLE_CHANGE, d.refusal
+    elif d.stall is not None:
+        degraded_reason, degraded_message = Reason.STALLED, d.stall
     elif phase in (Phase.FAILED, Phase.INVALID) or reason == Reason.DRIVER_CREATE_FAILED:
         degraded_reason, degraded_message = reason, message
-    elif phase is Phase.RESTARTING and reason in (Reason.DRIVER_FAILED, Reason.DRIVER_LOST, Reason.DRIVER_EXITED):
+    elif phase is Phase.RESTARTING and reason in (Reason.DRIVER_FAILED, Reason.DRIVER_LOST, Reason.DRIVER_EXITED, Reason.STALLED):
         degraded_reason, degraded_message = reason, message
     wanted = [
         (ConditionType.READY, ready, reason, message),
@@ -246,17 +230,15 @@ def decide(inputs: Inputs) -> Decision:
     for x in strangers:  # left by an earlier StreamingQuery of the same name
         d.delete(x, "not owned by this StreamingQuery")
 
+    if inputs.progress is not None:  # what the current driver reported; kept while no newer comes
+        d.status.progress = {**inputs.progress, "attempt": old.attempt}
+
     # 2. the checkpoint gate
     last = load_last_spec(old.last_reconciled_spec)
-    run_spec, incompatible = desired, None
-    if last is not None and desired.checkpoint.location == last.checkpoint.location:
-        incompatible = source_change(last, desired)
+    run_spec = desired
+    incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
     if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE:
-        d.refusal = (
-            f"{incompatible}: the checkpoint at {last.checkpoint.location} holds offsets of the old source "
-            "and cannot be reused. Change spec.checkpoint.location too, or set "
-            "spec.checkpoint.onIncompatibleChange: newCheckpoint. The previous spec keeps running."
-        )
+        d.refusal = refusal(incompatible, last.checkpoint.location) + " The previous spec keeps running."
         run_spec = last.model_copy(update={"suspend": desired.suspend})
         previous = old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.INCOMPATIBLE_CHANGE or previous.message != d.refusal:
@@ -324,6 +306,20 @@ def decide(inputs: Inputs) -> Decision:
         return d.finish("wait")
     return _ended(d, current, run_spec)
 
+
+
+def _incompatibility(last: QuerySpec | None, desired: QuerySpec, current: CheckpointStatus | None,
+                     progress: dict[str, Any] | None) -> str | None:  # fmt: skip
+    """The first reason the desired spec cannot run on the current checkpoint: from the spec it
+    was written with, else from what the job reported the checkpoint holds."""
+    if last is None or desired.checkpoint.location != last.checkpoint.location:
+        return None
+    found = spec_differences(last, desired)
+    if not found and current is not None and render.run_fields(last) != render.run_fields(desired):
+        holds = Holds.from_json((progress or {}).get("checkpointHolds"))
+        if holds is not None and (progress or {}).get("checkpoint") == current.location:
+            found = checkpoint_differences(holds, desired)
+    return found[0] if found else None
 
 
 def _effective_checkpoint(
@@ -394,8 +390,9 @@ def _no_driver(d: _Draft, inputs: Inputs, run_spec: QuerySpec, checkpoint: Check
 
 def _create(d: _Draft, inputs: Inputs, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt: int) -> Decision:
     old = d.old
+    resume = ResumeFrom.from_progress(d.status.progress, checkpoint.location)
     run = render.Run(query=inputs.name, namespace=inputs.namespace, attempt=attempt, spec=run_spec,
-                     checkpoint_location=checkpoint.location)  # fmt: skip
+                     checkpoint_location=checkpoint.location, resume=resume)  # fmt: skip
     kind = "SparkApplication" if run_spec.runtime.backend.value == "sparkApplication" else "Pod"
     d.actions.append(CreateDriver(run))
     st = d.status
@@ -434,6 +431,7 @@ def _running(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
     if old.phase is not Phase.RUNNING:
         d.event("Normal", Reason.DRIVER_RUNNING, f"driver {current.name} is running")
     d.phase(Phase.RUNNING, Reason.DRIVER_RUNNING, f"driver {current.name} is running")
+    _reported(d, current)
     if old.restarts > 0:
         stable_for = timedelta(milliseconds=duration_ms(run_spec.restart_policy.stable_after))
         if now - started >= stable_for:
@@ -442,6 +440,23 @@ def _running(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         else:
             d.wait((started + stable_for - now).total_seconds())
     return d.finish("running")
+
+
+def _reported(d: _Draft, current: Driver) -> None:
+    """What the running driver said about itself: a stall, a checkpoint it had to start afresh."""
+    attempt = current.attempt or d.status.attempt
+    d.stall = reports.stalled(d.status.progress, attempt)
+    if d.stall is not None:
+        previous = d.old.condition(ConditionType.DEGRADED)
+        if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
+            d.event("Warning", Reason.STALLED, f"driver {current.name}: {d.stall}")
+    found = reports.recovered(d.status.progress, attempt)
+    if found is not None and reports.recovered(d.old.progress, attempt) is None:
+        location = d.status.checkpoint.location if d.status.checkpoint else "?"
+        batch = f" committed at batch {found['batchId']}" if found.get("batchId") is not None else ""
+        d.event("Warning", Reason.CHECKPOINT_LOST,
+                f"the checkpoint at {location} was {found.get('reason', 'missing')}: driver {current.name} started a fresh "
+                f"one from the offsets{batch} recorded in status (nothing skipped): {found.get('startingOffsets')}")  # fmt: skip
 
 
 def _ended(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
@@ -470,7 +485,9 @@ def _ended(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         d.event("Warning", reason, f"driver {current.name} refused the query, not retrying: {text}")
         d.phase(Phase.INVALID, reason, f"the query cannot run (fix the spec): {text}")
         return d.finish("invalid")
-    return _failed(d, current, run_spec, reason=Reason.DRIVER_FAILED)
+    reason = {ExitCode.STALLED: Reason.STALLED, ExitCode.PARTITIONS_CHANGED: Reason.PARTITIONS_CHANGED}.get(
+        current.exit_code, Reason.DRIVER_FAILED)  # fmt: skip
+    return _failed(d, current, run_spec, reason=reason)
 
 
 def _failure_record(x: Driver, reason: str, now: datetime) -> Failure:

@@ -140,7 +140,8 @@ async def reconciler(
             for event in decision.events:
                 kopf.event(body, type=event.type, reason=event.reason, message=event.message)
                 logger.info("%s %s: %s", event.type, event.reason, event.message)
-            memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted)
+            memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted,
+                                 decision.status.progress)  # fmt: skip
             delay = CONFLICT_DELAY_S if outcome.conflict else settings.resync_interval_s
             if decision.requeue_after is not None:
                 delay = min(delay, decision.requeue_after)

@@ -1,16 +1,45 @@
-"""Prometheus metrics of the operator, served on their own port."""
+"""Prometheus metrics of the operator, served on their own port.
+
+Per query, from the progress its driver last reported (the operator itself
+reads neither the checkpoint nor Kafka): lag in total and per partition, the
+time of the last commit and its age (computed when scraped), and whether the
+driver reports a stall.
+"""
 
 from __future__ import annotations
 
+import time
 from collections import Counter as Tally
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import GaugeMetricFamily
 
 from controller.phases import Phase
+from controller.progress import STALLED
+from controller.status import parse_time
+
+
+class _CommitAge:
+    """streamq_query_last_commit_age_seconds, computed at scrape time."""
+
+    def __init__(self, commits: dict[tuple[str, str], float], clock: Callable[[], float]):
+        self.commits, self.clock = commits, clock
+
+    def collect(self):
+        family = GaugeMetricFamily(
+            "streamq_query_last_commit_age_seconds",
+            "Seconds since the query's last committed epoch/batch (as its driver last reported).",
+            labels=["namespace", "query"],
+        )
+        now = self.clock()
+        for (namespace, query), moment in sorted(self.commits.items()):
+            family.add_metric([namespace, query], max(0.0, now - moment))
+        yield family
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None):
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time):
         self.registry = registry or CollectorRegistry()
         self.reconciles = Counter(
             "streamq_reconciles", "Reconcile passes, by what they decided.", ["verb"], registry=self.registry
@@ -20,24 +49,64 @@ class Metrics:
             "streamq_query_restarts", "Driver restarts after failures.", ["namespace", "query"], registry=self.registry
         )
         self.queries = Gauge("streamq_queries", "StreamingQueries by phase.", ["phase"], registry=self.registry)
+        query = ["namespace", "query"]
+        self.lag = Gauge("streamq_query_lag_records", "Records waiting in the query's source, all partitions.",
+                         query, registry=self.registry)  # fmt: skip
+        self.partition_lag = Gauge("streamq_query_partition_lag_records", "Records waiting in one source partition.",
+                                   [*query, "topic", "partition"], registry=self.registry)  # fmt: skip
+        self.last_commit = Gauge("streamq_query_last_commit_timestamp_seconds",
+                                 "When the query last committed an epoch/batch (Unix time).", query, registry=self.registry)  # fmt: skip
+        self.stalled = Gauge("streamq_query_stalled", "1 while the driver reports no commit although input waits.",
+                             query, registry=self.registry)  # fmt: skip
+        self._commits: dict[tuple[str, str], float] = {}
+        self._partitions: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self.registry.register(_CommitAge(self._commits, clock))
         self._phases: dict[tuple[str, str], str] = {}
         for phase in Phase:
             self.queries.labels(phase=phase.value).set(0)
 
-    def observe(self, namespace: str, query: str, verb: str, phase: Phase | None, restarted: bool) -> None:
+    def observe(self, namespace: str, query: str, verb: str, phase: Phase | None, restarted: bool,
+                progress: dict[str, Any] | None = None) -> None:  # fmt: skip
         self.reconciles.labels(verb=verb).inc()
         if restarted:
             self.restarts.labels(namespace=namespace, query=query).inc()
         if phase is not None:
             self._phases[(namespace, query)] = phase.value
+        if progress:
+            self._progress(namespace, query, progress)
         self._refresh()
 
+    def _progress(self, namespace: str, query: str, progress: dict[str, Any]) -> None:
+        key = (namespace, query)
+        if isinstance(progress.get("totalLag"), int):
+            self.lag.labels(namespace, query).set(progress["totalLag"])
+        seen: set[tuple[str, str]] = set()
+        for topic, parts in (progress.get("lag") or {}).items():
+            for partition, value in (parts or {}).items():
+                if isinstance(value, int):
+                    self.partition_lag.labels(namespace, query, topic, str(partition)).set(value)
+                    seen.add((topic, str(partition)))
+        for topic, partition in self._partitions.get(key, set()) - seen:
+            self.partition_lag.remove(namespace, query, topic, partition)
+        self._partitions[key] = seen
+        moment = parse_time(progress.get("lastCommitTime"))
+        if moment is not None:
+            self._commits[key] = moment.timestamp()
+            self.last_commit.labels(namespace, query).set(moment.timestamp())
+        health = progress.get("health") if isinstance(progress.get("health"), dict) else {}
+        self.stalled.labels(namespace, query).set(1 if health.get("state") == STALLED else 0)
+
     def forget(self, namespace: str, query: str) -> None:
-        self._phases.pop((namespace, query), None)
-        try:
-            self.restarts.remove(namespace, query)
-        except KeyError:
-            pass
+        key = (namespace, query)
+        self._phases.pop(key, None)
+        self._commits.pop(key, None)
+        for gauge in (self.restarts, self.lag, self.last_commit, self.stalled):
+            try:
+                gauge.remove(namespace, query)
+            except KeyError:
+                pass
+        for topic, partition in self._partitions.pop(key, set()):
+            self.partition_lag.remove(namespace, query, topic, partition)
         self._refresh()
 
     def _refresh(self) -> None:

@@ -45,6 +45,9 @@ class Reason(StrEnum):
     NEW_CHECKPOINT = "NewCheckpoint"
     INVALID_SPEC = "InvalidSpec"
     QUERY_REFUSED = "QueryRefused"
+    STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
+    PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again
+    CHECKPOINT_LOST = "CheckpointLost"  # the job started a fresh checkpoint from the offsets in status
     RESTART_LIMIT = "RestartLimitReached"
     RESTART_POLICY_NEVER = "RestartPolicyNever"
     SUSPENDED = "Suspended"

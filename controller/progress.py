@@ -1,12 +1,25 @@
-"""The driver's progress, from the JSON lines the job prints (app.pipeline.progress)."""
+"""The driver's progress, from the JSON lines the job prints (app.pipeline.progress).
+
+The operator has no access to the checkpoint or to Kafka credentials: the job
+measures (committed offsets, lag, health) and the operator shows the newest
+record in ``status.progress``, reading it from the driver's log.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
+from controller.status import parse_time
+
 # Fields of a progress record copied into status.progress.
-FIELDS = ("batchId", "committedOffsets", "numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")
+FIELDS = (
+    "batchId", "committedOffsets", "lastCommitTime", "inFlight", "numInputRows", "inputRowsPerSecond",
+    "processedRowsPerSecond", "lag", "totalLag", "partitions", "slots", "health", "checkpoint",
+    "checkpointHolds", "recovered",
+)  # fmt: skip
+STALLED = "Stalled"  # app.health.HealthState.STALLED, as it appears on the wire
 
 
 def last_progress(log_text: str) -> dict[str, Any] | None:
@@ -26,3 +39,25 @@ def last_progress(log_text: str) -> dict[str, Any] | None:
             out["updatedAt"] = record["timestamp"]
         return out
     return None
+
+
+def stalled(progress: dict[str, Any] | None, attempt: int) -> str | None:
+    """The job's own stall report, if the current driver made it."""
+    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
+        return None
+    health = progress.get("health")
+    if isinstance(health, dict) and health.get("state") == STALLED:
+        return str(health.get("message") or "no commit while input waits")
+    return None
+
+
+def recovered(progress: dict[str, Any] | None, attempt: int) -> dict[str, Any] | None:
+    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
+        return None
+    found = progress.get("recovered")
+    return found if isinstance(found, dict) else None
+
+
+def last_commit_age(progress: dict[str, Any] | None, now: datetime) -> float | None:
+    moment = parse_time((progress or {}).get("lastCommitTime"))
+    return None if moment is None else max(0.0, (now - moment).total_seconds())

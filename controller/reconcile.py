@@ -65,6 +65,9 @@ def reconcile_once(
     raw_status = body.get("status") or {}
     status = QueryStatus.parse(raw_status)
     observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status))
+    progress = None
+    if read_progress and status.phase is Phase.RUNNING:
+        progress = _read_progress(kube, namespace, status, log)
     inputs = Inputs(
         name=name,
         namespace=namespace,
@@ -74,14 +77,11 @@ def reconcile_once(
         status=status,
         drivers=observed.drivers,
         now=now or datetime.now(UTC),
+        progress=progress,
     )
     decision = decide(inputs)
     decision = _act(kube, settings, body, inputs, decision, log)
     new_status = decision.status.dump()
-    if read_progress and decision.status.phase is Phase.RUNNING:
-        progress = _read_progress(kube, namespace, decision.status, log)
-        if progress is not None:
-            new_status["progress"] = progress
     patch = status_patch(raw_status, new_status)
     if not patch:
         return Outcome(decision, body)

@@ -17,9 +17,10 @@ import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
-from app.contract import API_VERSION, KIND, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.checkpoint import local_path as checkpoint_local_path
+from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.resume import ResumeFrom
 from app.spec.model import Backend, QuerySpec
 from controller import names
 from controller.config import Settings
@@ -44,6 +45,9 @@ class Run:
     attempt: int
     spec: QuerySpec
     checkpoint_location: str  # the effective one (spec's, or a fresh one after a reset)
+    # Where the previous run had committed: used by the job only if the checkpoint is gone.
+    # Not part of what the driver runs (spec_hash): it changes with every commit.
+    resume: ResumeFrom | None = None
 
     @property
     def driver_name(self) -> str:
@@ -108,13 +112,9 @@ def driver_heap(quantity: str) -> str:
 
 
 def local_path(location: str) -> str | None:
-    """The filesystem path of a checkpoint location, None for remote URIs (s3a://, hdfs://)."""
-    if location.startswith("/"):
-        return location
-    parsed = urlparse(location)
-    if parsed.scheme == "file":
-        return parsed.path or None
-    return None
+    """The absolute filesystem path of a checkpoint location, None for remote URIs (s3a://, hdfs://)."""
+    path = checkpoint_local_path(location)
+    return path if path is not None and path.startswith("/") else None
 
 
 def checkpoint_mount_path(location: str) -> str | None:
@@ -187,12 +187,10 @@ def query_document(run: Run, settings: Settings) -> dict[str, Any]:
     conf.update(runtime.get("sparkConf", {}))
     if conf:
         runtime["sparkConf"] = conf
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": run.query, "namespace": run.namespace},
-        "spec": spec,
-    }
+    metadata: dict[str, Any] = {"name": run.query, "namespace": run.namespace}
+    if run.resume is not None:
+        metadata["annotations"] = {RESUME_ANNOTATION: run.resume.to_annotation()}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
 # --- objects --------------------------------------------------------------------

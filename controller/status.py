@@ -7,7 +7,8 @@ from too) and the helpers that read and write it.
     restarts, nextRestartTime, lastFailure       failures and the backoff between restarts
     checkpoint{location, resets}                 where the running query keeps its state
     lastReconciledSpec                           the spec the current checkpoint was written with
-    progress                                     the latest progress record the driver printed
+    progress                                     the latest progress record the driver printed: last
+                                                 epoch/batch, committed offsets, lag, partitions, slots, health
 """
 
 from __future__ import annotations
@@ -67,7 +68,12 @@ class QueryStatus(StatusModel):
     )
     conditions: list[Condition] = Field(default_factory=list)
     progress: dict[str, Any] | None = Field(
-        default=None, description="The latest progress record of the driver (batchId, committedOffsets, rates)."
+        default=None,
+        description=(
+            "The latest progress record of the driver: batchId (last committed epoch/batch), committedOffsets, "
+            "lastCommitTime, inputRowsPerSecond, processedRowsPerSecond, lag and totalLag, partitions, slots, "
+            "health (Healthy/Stalled), updatedAt."
+        ),
     )
 
     @classmethod

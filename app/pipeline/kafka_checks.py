@@ -2,15 +2,17 @@
 clear error at start, and a broker that goes away is noticed instead of waited on.
 
 Spark's Kafka clients retry quietly for minutes; these checks put a bound on it.
+The job's watchdog (app.pipeline.watchdog) asks the same questions while the query runs.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+import re
 from dataclasses import dataclass
 
+from app.checkpoint import KafkaOffsets
 from app.contract import ExitCode
+from app.health import slot_shortage
 from app.pipeline.credentials import librdkafka_auth_config
 from app.spec.model import QuerySpec
 
@@ -37,7 +39,7 @@ def endpoints(spec: QuerySpec) -> list[KafkaEndpoint]:
     return found
 
 
-def _admin(endpoint: KafkaEndpoint, errors: list | None = None):
+def admin_client(endpoint: KafkaEndpoint, errors: list | None = None):
     from confluent_kafka.admin import AdminClient
 
     # librdkafka logs every failed connection attempt; the job reports one clear line instead.
@@ -56,10 +58,13 @@ def _most_specific(errors: list, fallback: Exception) -> str:
     return str(errors[-1].str()) if errors else str(fallback)
 
 
-def describe_topics(endpoint: KafkaEndpoint, timeout_s: float) -> dict[str, int]:
+def describe_topics(endpoint: KafkaEndpoint, timeout_s: float, admin=None, errors: list | None = None) -> dict[str, int]:
     """{topic: partition count}; raises PreflightError when the broker does not answer."""
-    errors: list = []
-    admin = _admin(endpoint, errors)
+    if admin is None:
+        errors = []
+        admin = admin_client(endpoint, errors)
+    errors = errors if errors is not None else []
+    del errors[:-20]  # keep the error callback's list short on a long-lived client
     try:
         metadata = admin.list_topics(timeout=timeout_s)
     except Exception as exc:  # KafkaException carries librdkafka's reason
@@ -70,6 +75,16 @@ def describe_topics(endpoint: KafkaEndpoint, timeout_s: float) -> dict[str, int]
             f"{_most_specific(errors, exc)}",
         ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+
+
+def source_partitions(spec: QuerySpec, topics: dict[str, int]) -> dict[str, int]:
+    """{topic: partitions} the source reads, from every topic the broker has."""
+    kafka = spec.source.kafka
+    if kafka is None:
+        return {}
+    if kafka.topics is not None:
+        return {t: topics[t] for t in kafka.topics if t in topics}
+    return {t: n for t, n in topics.items() if re.fullmatch(kafka.pattern, t) and not t.startswith("__")}
 
 
 def preflight(spec: QuerySpec, timeout_s: float = 15.0) -> dict[str, int]:
@@ -84,51 +99,40 @@ def preflight(spec: QuerySpec, timeout_s: float = 15.0) -> dict[str, int]:
                     ExitCode.SOURCE_UNAVAILABLE,
                     f"source topic(s) {', '.join(missing)} do not exist on {endpoint.bootstrap_servers}",
                 )
-            partitions = {t: topics[t] for t in spec.source.kafka.topics}
-    check_slots(spec, partitions)
+        if endpoint.role == "source":
+            partitions = source_partitions(spec, topics)
     return partitions
 
 
-def check_slots(spec: QuerySpec, partitions: dict[str, int]) -> None:
+def check_slots(spec: QuerySpec, partitions: dict[str, int]) -> int:
+    """The task slots the query gets (sized from the partitions when parallelism is unset);
+    raises when they cannot hold the partitions: Spark would hang, not fail."""
     total = sum(partitions.values())
-    slots = spec.runtime.task_slots
-    if spec.mode in ("continuous", "realTime") and total and slots <= total:
+    if spec.source.rate is not None:
+        total = spec.source.rate.num_partitions
+    slots = spec.runtime.task_slots(spec.mode, total)
+    shortage = slot_shortage(spec, partitions or ({"rate": total} if total else {}), slots)
+    if shortage:
         raise PreflightError(
             ExitCode.INVALID_SPEC,
-            f"{spec.mode} mode holds one task slot per source partition: {total} partitions "
-            f"need more than {total} slots, the query has {slots} "
-            f"(set spec.runtime.parallelism to at least {total + 1}); Spark would hang, not fail",
+            f"{shortage} (set spec.runtime.parallelism to at least {total + 1}, or leave it unset to size it "
+            "automatically); Spark would hang, not fail",
         )
+    return slots
 
 
-class BrokerWatch(threading.Thread):
-    """Notices a broker that stopped answering for longer than ``timeout_s``."""
+def list_offsets(endpoint: KafkaEndpoint, partitions: dict[str, int], which: str, timeout_s: float, admin=None) -> KafkaOffsets:
+    """{topic: {partition: offset}}: the "latest" (next to be written) or "earliest" offsets."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
 
-    def __init__(self, spec: QuerySpec, timeout_s: float, period_s: float = 2.0):
-        super().__init__(name="streamq-broker-watch", daemon=True)
-        self._endpoints = endpoints(spec)
-        self.timeout_s, self.period_s = timeout_s, period_s
-        self.failure: str | None = None
-        self._stopped = threading.Event()
-
-    def run(self) -> None:
-        if not self._endpoints:
-            return
-        admins = [(e, _admin(e)) for e in self._endpoints]
-        last_ok = {e.role: time.monotonic() for e in self._endpoints}
-        while not self._stopped.wait(self.period_s):
-            for endpoint, admin in admins:
-                try:
-                    admin.list_topics(timeout=self.period_s)
-                    last_ok[endpoint.role] = time.monotonic()
-                except Exception:
-                    silent = time.monotonic() - last_ok[endpoint.role]
-                    if silent > self.timeout_s:
-                        self.failure = (
-                            f"Kafka {endpoint.role} {endpoint.bootstrap_servers} unreachable "
-                            f"for {silent:.0f}s (limit {self.timeout_s:g}s)"
-                        )
-                        return
-
-    def stop(self) -> None:
-        self._stopped.set()
+    if not partitions:
+        return {}
+    admin = admin or admin_client(endpoint)
+    spec = OffsetSpec.latest() if which == "latest" else OffsetSpec.earliest()
+    request = {TopicPartition(t, p): spec for t, n in partitions.items() for p in range(n)}
+    futures = admin.list_offsets(request, request_timeout=timeout_s)
+    out: KafkaOffsets = {}
+    for tp, future in futures.items():
+        out.setdefault(tp.topic, {})[tp.partition] = future.result(timeout=timeout_s).offset
+    return out

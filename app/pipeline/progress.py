@@ -1,8 +1,11 @@
-"""Progress of a running query: one JSON line per event, the latest kept in a file.
+"""Progress of a running query: one JSON line per record on stderr, the latest kept in a file.
 
-Micro-batch and real-time queries report through Spark's listener. Continuous
-queries emit no progress events at all, so for them the committed epochs are
-read from the checkpoint, the same record Spark resumes from.
+The watchdog (app.pipeline.watchdog) writes the records, in every mode: the
+committed epoch/batch and its offsets come from the checkpoint (what Spark
+resumes from; continuous queries emit no progress events at all), lag and
+partitions from the broker, rates from Spark's listener where Spark reports
+them (micro-batch, realTime) and from offset deltas otherwise. The operator
+reads the newest line of the driver's log into ``status.progress``.
 """
 
 from __future__ import annotations
@@ -16,69 +19,112 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.checkpoint import read_checkpoint
+from app.checkpoint import CheckpointState, KafkaOffsets
+from app.health import Verdict
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _parse_offset(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _kafka_offsets(sources: list[Any]) -> dict[str, dict[str, int]]:
-    merged: dict[str, dict[str, int]] = {}
-    for source in sources:
-        if isinstance(source, dict):
-            for topic, parts in source.items():
-                if isinstance(parts, dict) and all(isinstance(o, int) for o in parts.values()):
-                    merged.setdefault(topic, {}).update({str(p): o for p, o in parts.items()})
-    return merged
-
-
-def record_from_progress(query: str, mode: str, progress: Any) -> dict[str, Any]:
-    """A listener's StreamingQueryProgress as our progress record."""
-    sources = [_parse_offset(s.endOffset) for s in progress.sources]
-    return {
-        "event": "progress",
-        "query": query,
-        "mode": mode,
-        "batchId": progress.batchId,
-        "committedOffsets": _kafka_offsets(sources),
-        "numInputRows": progress.numInputRows,
-        "inputRowsPerSecond": _finite(progress.inputRowsPerSecond),
-        "processedRowsPerSecond": _finite(progress.processedRowsPerSecond),
-        "timestamp": _now(),
-    }
-
-
-def record_from_checkpoint(query: str, mode: str, location: str) -> dict[str, Any] | None:
-    state = read_checkpoint(location)
-    if state.last_committed is None:
+def iso(moment: float | None = None) -> str | None:
+    if moment is None:
         return None
-    return {
-        "event": "progress",
-        "query": query,
-        "mode": mode,
-        "batchId": state.last_committed,
-        "committedOffsets": {t: {str(p): o for p, o in parts.items()} for t, parts in state.kafka_offsets().items()},
-        "numInputRows": None,
-        "inputRowsPerSecond": None,
-        "processedRowsPerSecond": None,
-        "timestamp": _now(),
-    }
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _finite(value: float | None) -> float | None:
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return None
     return round(float(value), 3)
+
+
+def wire_offsets(offsets: KafkaOffsets | dict[str, dict[int, int]]) -> dict[str, dict[str, int]]:
+    """JSON keys are strings: {"topic": {"0": 42}}."""
+    return {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())}
+
+
+class ListenerRates:
+    """The numbers Spark's listener reports for each micro-batch (none in continuous mode)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, Any] = {}
+
+    def update(self, progress: Any) -> None:
+        with self._lock:
+            self._latest = {
+                "batchId": progress.batchId,
+                "numInputRows": progress.numInputRows,
+                "inputRowsPerSecond": _finite(progress.inputRowsPerSecond),
+                "processedRowsPerSecond": _finite(progress.processedRowsPerSecond),
+            }
+
+    def latest(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._latest)
+
+
+def make_listener(rates: ListenerRates, wake: threading.Event | None = None):
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            rates.update(event.progress)
+            if wake is not None:
+                wake.set()  # a batch ended: the watchdog reports it now
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return Listener()
+
+
+def progress_record(
+    *,
+    query: str,
+    mode: str,
+    state: CheckpointState,
+    rates: dict[str, Any],
+    lag: dict[str, dict[int, int]] | None,
+    partitions: dict[str, int],
+    slots: int,
+    verdict: Verdict,
+    stall_after_s: float,
+    holds: dict[str, Any],
+    recovered: dict[str, Any] | None,
+    now: float,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event": "progress",
+        "query": query,
+        "mode": mode,
+        "batchId": state.last_committed,
+        "committedOffsets": wire_offsets(state.kafka_offsets()),
+        "lastCommitTime": iso(state.committed_at),
+        "inFlight": state.in_flight,
+        "numInputRows": rates.get("numInputRows"),
+        "inputRowsPerSecond": rates.get("inputRowsPerSecond"),
+        "processedRowsPerSecond": rates.get("processedRowsPerSecond"),
+        "lag": wire_offsets(lag) if lag is not None else None,
+        "totalLag": sum(sum(p.values()) for p in lag.values()) if lag is not None else None,
+        "partitions": dict(sorted(partitions.items())),
+        "slots": slots,
+        "health": {
+            "state": verdict.state.value,
+            "message": verdict.message,
+            "waitingSeconds": round(verdict.waiting_s, 1),
+            "stallAfterSeconds": stall_after_s,
+        },
+        "checkpoint": state.location,
+        "checkpointHolds": holds,
+        "timestamp": iso(now),
+    }
+    if recovered is not None:
+        record["recovered"] = recovered
+    return record
 
 
 class ProgressSink:
@@ -101,45 +147,3 @@ class ProgressSink:
                 with os.fdopen(fd, "w") as handle:
                     handle.write(line + "\n")
                 os.replace(tmp, self.path)  # readers never see half a record
-
-
-def make_listener(sink: ProgressSink, query: str, mode: str):
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event):
-            pass
-
-        def onQueryProgress(self, event):
-            sink.emit(record_from_progress(query, mode, event.progress))
-
-        def onQueryIdle(self, event):
-            pass
-
-        def onQueryTerminated(self, event):
-            pass
-
-    return Listener()
-
-
-class CheckpointWatcher(threading.Thread):
-    """Emits a record each time a new epoch is committed (continuous mode)."""
-
-    def __init__(self, sink: ProgressSink, query: str, mode: str, location: str, period_s: float = 0.5):
-        super().__init__(name="streamq-checkpoint-watcher", daemon=True)
-        self.sink, self.query, self.mode, self.location, self.period_s = sink, query, mode, location, period_s
-        self._stopped = threading.Event()
-        self._last_seen: int | None = None
-
-    def poll_once(self) -> None:
-        record = record_from_checkpoint(self.query, self.mode, self.location)
-        if record is not None and record["batchId"] != self._last_seen:
-            self._last_seen = record["batchId"]
-            self.sink.emit(record)
-
-    def run(self) -> None:
-        while not self._stopped.wait(self.period_s):
-            self.poll_once()
-
-    def stop(self) -> None:
-        self._stopped.set()

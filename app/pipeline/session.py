@@ -33,9 +33,10 @@ def needs_kafka(spec: QuerySpec) -> bool:
     return spec.source.kafka is not None or spec.sink.kafka is not None
 
 
-def spark_conf(spec: QuerySpec) -> dict[str, str]:
+def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
+    """``slots``: local[N] as sized for the source's partitions (the job knows them at start)."""
     conf = dict(BASE_CONF)
-    conf["spark.master"] = f"local[{spec.runtime.parallelism}]"
+    conf["spark.master"] = f"local[{slots or spec.runtime.task_slots(spec.mode)}]"
     jars = connector_jars()
     if jars:
         conf["spark.jars"] = ",".join(jars)
@@ -43,11 +44,11 @@ def spark_conf(spec: QuerySpec) -> dict[str, str]:
     return conf
 
 
-def get_session(spec: QuerySpec, app_name: str):
+def get_session(spec: QuerySpec, app_name: str, slots: int | None = None):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"streamq-{app_name}")
-    for key, value in spark_conf(spec).items():
+    for key, value in spark_conf(spec, slots).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMQ_SPARK_LOG_LEVEL", "WARN"))

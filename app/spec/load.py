@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ class QueryDocument:
     name: str
     namespace: str | None
     spec: QuerySpec
+    annotations: dict[str, str] = field(default_factory=dict)  # e.g. streamq.io/resume-from, set by the operator
 
 
 def parse_text(text: str, origin: str = "<spec>") -> Any:
@@ -49,7 +50,9 @@ def load_document(data: Any, default_name: str = "query") -> QueryDocument:
         if problems:
             raise SpecError(problems)
         spec = validate_spec(data.get("spec"), prefix="spec")
-        return QueryDocument(str(metadata["name"]), metadata.get("namespace"), spec)
+        annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+        return QueryDocument(str(metadata["name"]), metadata.get("namespace"), spec,
+                             {str(k): str(v) for k, v in annotations.items()})  # fmt: skip
     return QueryDocument(default_name, None, validate_spec(data, prefix="spec"))
 
 

@@ -234,6 +234,12 @@ class Checkpoint(Model):
     on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
 
 
+DEFAULT_PARALLELISM = 4
+SLOT_HEADROOM = 2  # slots beyond one per partition: Spark's own jobs and a partition or two added later
+# Modes whose tasks run for the query's life, one slot per source partition.
+LONG_RUNNING_MODES = ("continuous", "realTime")
+
+
 class Backend(StrEnum):
     POD = "pod"
     SPARK_APPLICATION = "sparkApplication"
@@ -257,17 +263,35 @@ class ExecutorResources(Model):
 class Runtime(Model):
     backend: Backend = Backend.POD
     image: NonEmptyStr | None = Field(default=None, description="Defaults to the operator's configured job image.")
-    parallelism: int = Field(default=4, ge=1, le=1024, description="Task slots: local[N] when no executors run.")
+    parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description=(
+            "Task slots: local[N] when no executors run. Unset: sized when the job starts, "
+            f"source partitions + {SLOT_HEADROOM} (at least {DEFAULT_PARALLELISM}) in continuous and realTime mode, "
+            f"{DEFAULT_PARALLELISM} otherwise."
+        ),
+    )
     driver: DriverResources = Field(default_factory=DriverResources)
     executors: ExecutorResources = Field(default_factory=ExecutorResources)
     service_account_name: K8sName | None = None
     spark_conf: dict[str, str] = Field(default_factory=dict)
 
     @property
-    def task_slots(self) -> int:
+    def auto_sized(self) -> bool:
+        """local[N] with N chosen from the source's partitions."""
+        return self.executors.instances == 0 and self.parallelism is None
+
+    def task_slots(self, mode: str, partitions: int = 0) -> int:
+        """Slots the query gets when its source has ``partitions`` partitions."""
         if self.executors.instances > 0:
             return self.executors.instances * self.executors.cores
-        return self.parallelism
+        if self.parallelism is not None:
+            return self.parallelism
+        if mode in LONG_RUNNING_MODES:
+            return max(DEFAULT_PARALLELISM, partitions + SLOT_HEADROOM)
+        return DEFAULT_PARALLELISM
 
 
 class RestartType(StrEnum):
@@ -288,6 +312,33 @@ class RestartPolicy(Model):
     stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
 
 
+class OnStall(StrEnum):
+    RESTART = "restart"  # the job exits (retryable); the restart policy decides what follows
+    REPORT = "report"  # only reported: condition Degraded, reason Stalled
+
+
+class Health(Model):
+    """When a running query counts as stalled: no commit for a while although input waits."""
+
+    stall_after_intervals: int = Field(
+        default=10,
+        ge=1,
+        le=100_000,
+        description=(
+            "No commit for this many checkpoint intervals (continuous), trigger intervals (microBatch) "
+            "or batch durations (realTime) while the source has unread records: Stalled."
+        ),
+    )
+    min_stall_time: Duration = Field(
+        default="60s",
+        description="Never Stalled sooner than this (covers start-up, slow batches and microBatch interval 0s).",
+    )
+    on_stall: OnStall = Field(
+        default=OnStall.RESTART,
+        description="restart: the job exits (retryable) and restartPolicy decides; report: condition Degraded only.",
+    )
+
+
 class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
@@ -299,6 +350,7 @@ class QuerySpec(Model):
     checkpoint: Checkpoint
     runtime: Runtime = Field(default_factory=Runtime)
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
+    health: Health = Field(default_factory=Health)
     suspend: bool = False
     restart_nonce: str | None = Field(default=None, description="Change it to force a restart.")
 
@@ -312,6 +364,23 @@ class QuerySpec(Model):
     @property
     def mode(self) -> Literal["continuous", "realTime", "microBatch", "availableNow"]:
         return self.trigger.kind  # type: ignore[return-value]
+
+    @property
+    def commit_interval_ms(self) -> int:
+        """How often the query commits when all is well (0: as fast as it can)."""
+        t = self.trigger
+        if t.continuous is not None:
+            return duration_ms(t.continuous.checkpoint_interval)
+        if t.real_time is not None:
+            return duration_ms(t.real_time.batch_duration)
+        if t.micro_batch is not None:
+            return duration_ms(t.micro_batch.interval)
+        return 0
+
+    @property
+    def stall_after_ms(self) -> int:
+        """No commit for this long while input waits: the query is stalled."""
+        return max(self.health.stall_after_intervals * self.commit_interval_ms, duration_ms(self.health.min_stall_time))
 
     @property
     def effective_output_mode(self) -> OutputMode:

@@ -154,7 +154,8 @@ def _slot_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
     life; with no slot to spare, Spark hangs silently instead of failing."""
     if spec.mode != "continuous" or spec.source.rate is None:
         return  # Kafka partition counts are known only at start; the job checks them then
-    partitions, slots = spec.source.rate.num_partitions, spec.runtime.task_slots
+    partitions = spec.source.rate.num_partitions
+    slots = spec.runtime.task_slots(spec.mode, partitions)
     if slots <= partitions:
         yield Problem(
             f"{p}.runtime.parallelism",

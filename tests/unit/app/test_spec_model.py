@@ -58,5 +58,36 @@ def test_durations(text, ms):
 
 def test_task_slots_count_executors_when_there_are_some():
     spec = validate_spec(with_change(kafka_to_kafka(), "runtime", {"parallelism": 2, "executors": {"instances": 3, "cores": 2}}))
-    assert spec.runtime.task_slots == 6
-    assert validate_spec(kafka_to_kafka()).runtime.task_slots == 4
+    assert spec.runtime.task_slots("continuous", 8) == 6 and not spec.runtime.auto_sized
+    assert validate_spec(kafka_to_kafka()).runtime.task_slots("continuous", 2) == 4
+
+
+@pytest.mark.parametrize(("mode", "partitions", "slots"), [
+    ("continuous", 1, 4), ("continuous", 2, 4), ("continuous", 3, 5), ("continuous", 10, 12),
+    ("realTime", 6, 8), ("microBatch", 10, 4), ("availableNow", 10, 4),
+])  # fmt: skip
+def test_unset_parallelism_is_sized_from_the_partitions(mode, partitions, slots):
+    spec = validate_spec(with_change(kafka_to_kafka(mode), "runtime", {}))
+    assert spec.runtime.parallelism is None and spec.runtime.auto_sized
+    assert spec.runtime.task_slots(mode, partitions) == slots
+
+
+@pytest.mark.parametrize(("trigger", "health", "stall_after_ms"), [
+    ({"continuous": {"checkpointInterval": "1s"}}, {}, 60_000),  # the 60s floor
+    ({"continuous": {"checkpointInterval": "10s"}}, {}, 100_000),  # 10 intervals
+    ({"continuous": {"checkpointInterval": "1s"}}, {"stallAfterIntervals": 5, "minStallTime": "2s"}, 5_000),
+    ({"realTime": {"batchDuration": "5m"}}, {}, 3_000_000),
+    ({"microBatch": {"interval": "0s"}}, {"minStallTime": "30s"}, 30_000),
+    ({"availableNow": {}}, {}, 60_000),
+])  # fmt: skip
+def test_stall_window_is_intervals_times_the_commit_interval_with_a_floor(trigger, health, stall_after_ms):
+    spec = validate_spec(with_change(with_change(kafka_to_kafka(), "trigger", trigger), "health", health))
+    assert spec.stall_after_ms == stall_after_ms
+    assert spec.health.on_stall == "restart"
+
+
+def test_health_fields_are_checked():
+    with pytest.raises(SpecError, match="stallAfterIntervals"):
+        validate_spec(with_change(kafka_to_kafka(), "health", {"stallAfterIntervals": 0}))
+    with pytest.raises(SpecError, match="onStall"):
+        validate_spec(with_change(kafka_to_kafka(), "health", {"onStall": "panic"}))

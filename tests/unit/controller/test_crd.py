@@ -137,9 +137,13 @@ def test_status_subresource_columns_and_names(rendered, schema):
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
         "Phase": ".status.phase", "Mode": ".status.mode", "Restarts": ".status.restarts",
-        "Batch": ".status.progress.batchId", "Driver": ".status.driver", "Message": ".status.message",
+        "Epoch": ".status.progress.batchId", "Lag": ".status.progress.totalLag",
+        "Health": ".status.progress.health.state", "Last-Commit": ".status.progress.lastCommitTime",
+        "Slots": ".status.progress.slots", "Driver": ".status.driver", "Message": ".status.message",
         "Age": ".metadata.creationTimestamp",
     }  # fmt: skip
+    default_columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert default_columns == ["Phase", "Mode", "Restarts", "Epoch", "Lag", "Age"]
     status = schema["properties"]["status"]["properties"]
     for key in ("phase", "conditions", "observedGeneration", "driver", "restarts", "lastFailure", "progress", "lastReconciledSpec"):
         assert key in status, key

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from controller.decide import CreateDriver, DeleteDriver, backoff_delay, source_change
+from app.compat import source_change
+from controller.decide import CreateDriver, DeleteDriver, backoff_delay
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.status import QueryStatus, parse_time
@@ -610,3 +611,115 @@ def test_an_unknown_driver_state_changes_nothing_but_the_message():
     w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "phase": DriverPhase.UNKNOWN})
     d = w.reconcile()
     assert d.actions == () and d.status.phase is Phase.RUNNING and "unknown" in d.status.message
+
+
+# --- what the driver reports: progress, stalls, a lost checkpoint --------------------------
+
+HEALTHY = {"state": "Healthy", "message": "", "waitingSeconds": 0.5, "stallAfterSeconds": 10.0}
+STALLED = {"state": "Stalled", "message": "no commit for 12s (limit 10s) since epoch 4 while 300 record(s) wait in the source",
+           "waitingSeconds": 12.0, "stallAfterSeconds": 10.0}  # fmt: skip
+
+
+def report(batch=4, health=HEALTHY, **extra):
+    return {"batchId": batch, "committedOffsets": {"payments": {"0": 40, "1": 12}}, "totalLag": 300,
+            "lag": {"payments": {"0": 200, "1": 100}}, "health": health, "checkpoint": "/checkpoints/q",
+            "lastCommitTime": "2026-01-01T12:00:00Z", **extra}  # fmt: skip
+
+
+def test_progress_goes_into_status_with_the_attempt_that_reported_it():
+    w = running_world()
+    w.driver_reports(**report())
+    d = w.reconcile()
+    assert d.status.progress["batchId"] == 4 and d.status.progress["attempt"] == 1 and d.status.progress["totalLag"] == 300
+    assert conditions(d.status)["Degraded"] == "False"
+    assert w.reconcile().status.progress["batchId"] == 4  # kept until the next read
+
+
+def test_a_stall_the_driver_reports_is_degraded_stalled_with_one_event():
+    w = running_world()
+    w.driver_reports(**report(health=STALLED))
+    d = w.reconcile()
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.STALLED) and "no commit for 12s" in degraded.message
+    assert d.status.phase is Phase.RUNNING and d.actions == ()  # the job decides whether to exit (spec.health.onStall)
+    assert event_reasons(d) == [Reason.STALLED] and d.events[0].type == "Warning"
+    assert w.reconcile().events == ()  # said once
+    w.driver_reports(**report(batch=5))
+    d = w.reconcile()
+    assert d.status.condition(ConditionType.DEGRADED).status == "False"
+
+
+def test_a_driver_that_exits_stalled_is_restarted_and_degraded_stalled():
+    w = running_world()
+    w.driver_exits(75, "STALLED: stalled: no commit for 12s (limit 10s)")
+    d = w.reconcile()
+    assert d.status.phase is Phase.RESTARTING and d.status.last_failure.reason == Reason.STALLED
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.STALLED)
+    assert event_reasons(d) == [Reason.STALLED] and "restart 1/3" in d.events[0].message
+
+
+def test_a_stalled_driver_with_restart_policy_never_fails():
+    w = running_world(**{"restartPolicy.type": "Never"})
+    w.driver_exits(75, "STALLED: stalled")
+    d = w.reconcile()
+    assert d.status.phase is Phase.FAILED and d.status.last_failure.reason == Reason.STALLED
+
+
+def test_outgrown_partitions_restart_without_degrading():
+    w = running_world()
+    w.driver_exits(76, "PARTITIONS_CHANGED: source partitions grew (payments 2->4)")
+    d = w.reconcile()
+    assert d.status.phase is Phase.RESTARTING and d.status.last_failure.reason == Reason.PARTITIONS_CHANGED
+    assert d.status.condition(ConditionType.DEGRADED).status == "False"
+
+
+def test_the_next_driver_gets_the_committed_offsets_for_a_lost_checkpoint():
+    w = running_world()
+    w.driver_reports(**report())
+    w.reconcile()
+    w.driver_exits(70, "QUERY_FAILED: boom")
+    w.reconcile()
+    w.advance(5)
+    w.settle()
+    create = next(c for d in w.history for c in creates(d) if c.run.attempt == 2)
+    assert create.run.resume.starting_offsets == '{"payments":{"0":40,"1":12}}'
+    assert create.run.resume.batch_id == 4 and create.run.resume.checkpoint == "/checkpoints/q"
+
+
+def test_offsets_of_another_checkpoint_are_not_handed_on():
+    w = running_world(**{"checkpoint.onIncompatibleChange": "newCheckpoint"})
+    w.driver_reports(**report())
+    w.reconcile()
+    w.edit(**{"source.kafka.topics": ["orders"]})
+    w.settle()
+    create = next(c for d in w.history for c in creates(d) if c.run.attempt == 2)
+    assert create.run.checkpoint_location == "/checkpoints/q-reset-1" and create.run.resume is None
+
+
+def test_a_recovered_checkpoint_is_said_in_an_event_once():
+    w = running_world()
+    recovered = {"reason": "missing", "batchId": 4, "startingOffsets": '{"payments":{"0":40,"1":12}}'}
+    w.driver_reports(**report(batch=None, recovered=recovered))
+    d = w.reconcile()
+    assert event_reasons(d) == [Reason.CHECKPOINT_LOST]
+    assert "the checkpoint at /checkpoints/q was missing" in d.events[0].message
+    assert "committed at batch 4" in d.events[0].message and "nothing skipped" in d.events[0].message
+    w.driver_reports(**report(batch=0, recovered=recovered))
+    assert w.reconcile().events == ()
+
+
+def test_a_change_the_checkpoint_cannot_take_is_refused_from_what_the_job_reported_it_holds():
+    w = running_world(transforms=[{"sql": "SELECT key, count(*) AS n FROM input GROUP BY key"}],
+                      trigger={"microBatch": {"interval": "1s"}})  # fmt: skip
+    holds = {"sourceKinds": ["kafka"], "topics": ["payments"], "statefulOperators": ["stateStoreSave"]}
+    w.driver_reports(**report(checkpointHolds=holds))
+    w.reconcile()
+    w.edit(transforms=[{"where": "value IS NOT NULL"}])
+    d = w.reconcile()
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.INCOMPATIBLE_CHANGE)
+    assert degraded.message.startswith("spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave")
+    assert d.actions == ()  # the previous spec keeps running
+    w.edit(transforms=[{"sql": "SELECT key, count(*) AS n FROM input WHERE value IS NOT NULL GROUP BY key"}])
+    assert deletes(w.reconcile()) == ["q-driver-1"]  # still stateful: Spark's own checks decide

@@ -254,3 +254,19 @@ def test_query_label_fits_a_label_value():
     long = "b" * 100
     assert len(names.query_label(long)) <= 63 and names.query_label(long) == names.query_label(long)
     assert names.selector("payments") == f"{LABEL_QUERY}=payments,{LABEL_COMPONENT}=driver,{LABEL_MANAGED_BY}=streamq"
+
+
+def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
+    from app.contract import RESUME_ANNOTATION
+    from app.resume import ResumeFrom
+
+    plain = make_run()
+    resume = ResumeFrom('{"payments":{"0":40}}', batch_id=4, checkpoint="/checkpoints/q")
+    with_resume = render.Run(**{**plain.__dict__, "resume": resume})
+    doc = render.query_document(with_resume, SETTINGS)
+    assert json.loads(doc["metadata"]["annotations"][RESUME_ANNOTATION]) == {
+        "startingOffsets": '{"payments":{"0":40}}', "batchId": 4, "checkpoint": "/checkpoints/q"}
+    loaded = load_document(doc)
+    assert ResumeFrom.from_annotation(loaded.annotations[RESUME_ANNOTATION]) == resume
+    assert "annotations" not in render.query_document(plain, SETTINGS)["metadata"]
+    assert render.spec_hash(plain.spec, plain.checkpoint_location) == render.spec_hash(with_resume.spec, with_resume.checkpoint_location)

@@ -11,7 +11,7 @@ from controller.__main__ import parse_args
 from controller.config import Settings
 from controller.metrics import Metrics
 from controller.phases import Phase
-from controller.progress import last_progress
+from controller.progress import last_commit_age, last_progress, stalled
 from controller.status import QueryStatus, status_patch
 
 pytestmark = pytest.mark.unit
@@ -49,6 +49,40 @@ def test_last_progress_record_from_a_log_tail():
     ])  # fmt: skip
     assert last_progress(log) == {"batchId": 7, "committedOffsets": {"t": {"0": 9}}, "numInputRows": 4, "updatedAt": "T2"}
     assert last_progress("nothing here\n") is None
+
+
+def test_the_full_record_is_kept_and_stalls_are_read_for_the_current_attempt_only():
+    record = {"event": "progress", "batchId": 9, "committedOffsets": {"t": {"0": 5}}, "lag": {"t": {"0": 3}}, "totalLag": 3,
+              "partitions": {"t": 1}, "slots": 4, "lastCommitTime": "2026-01-01T12:00:00Z", "inFlight": 10,
+              "health": {"state": "Stalled", "message": "no commit for 70s"}, "checkpoint": "/ck",
+              "checkpointHolds": {"sourceKinds": ["kafka"], "topics": ["t"]}, "timestamp": "T9", "query": "q"}  # fmt: skip
+    progress = last_progress(json.dumps(record))
+    assert set(progress) == {"batchId", "committedOffsets", "lag", "totalLag", "partitions", "slots", "lastCommitTime",
+                             "inFlight", "health", "checkpoint", "checkpointHolds", "updatedAt"}  # fmt: skip
+    assert stalled({**progress, "attempt": 2}, 2) == "no commit for 70s"
+    assert stalled({**progress, "attempt": 1}, 2) is None  # an earlier driver's report
+    assert stalled({**progress, "attempt": 2, "health": {"state": "Healthy"}}, 2) is None
+    from datetime import UTC, datetime
+
+    assert last_commit_age(progress, datetime(2026, 1, 1, 12, 1, tzinfo=UTC)) == 60.0
+    assert last_commit_age({}, datetime(2026, 1, 1, tzinfo=UTC)) is None
+
+
+def test_metrics_export_lag_and_last_commit_age_per_query():
+    m = Metrics(clock=lambda: 1767268900.0)  # 2026-01-01T12:01:40Z
+    progress = {"totalLag": 7, "lag": {"t": {"0": 3, "1": 4}}, "lastCommitTime": "2026-01-01T12:00:00Z",
+                "health": {"state": "Stalled"}}  # fmt: skip
+    m.observe("ns", "a", "running", Phase.RUNNING, restarted=False, progress=progress)
+    text = generate_latest(m.registry).decode()
+    assert 'streamq_query_lag_records{namespace="ns",query="a"} 7.0' in text
+    assert 'streamq_query_partition_lag_records{namespace="ns",partition="1",query="a",topic="t"} 4.0' in text
+    assert 'streamq_query_last_commit_age_seconds{namespace="ns",query="a"} 100.0' in text
+    assert 'streamq_query_last_commit_timestamp_seconds{namespace="ns",query="a"} 1.7672688e+09' in text
+    assert 'streamq_query_stalled{namespace="ns",query="a"} 1.0' in text
+    m.observe("ns", "a", "running", Phase.RUNNING, restarted=False, progress={**progress, "lag": {"t": {"0": 0}}})
+    assert 'partition="1"' not in generate_latest(m.registry).decode()  # a partition no longer reported goes
+    m.forget("ns", "a")
+    assert 'query="a"' not in generate_latest(m.registry).decode()
 
 
 def test_cli_flags_and_environment():

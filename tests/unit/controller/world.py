@@ -55,6 +55,7 @@ class World:
         self.drivers: list[Driver] = []
         self.now = T0
         self.history: list[Decision] = []
+        self._report: dict | None = None  # a progress record the next reconcile reads from the driver
 
     # -- the user ------------------------------------------------------------------
 
@@ -86,6 +87,10 @@ class World:
         self._set(phase=phase, exit_code=code, message=message, finished_at=self.now,
                   reason="Completed" if code == 0 else "Error")  # fmt: skip
 
+    def driver_reports(self, **record: Any) -> None:
+        """The driver's newest progress line, as the operator reads it from the log."""
+        self._report = record
+
     def add_driver(self, **fields: Any) -> None:
         self.drivers.append(Driver(kind="Pod", name=fields.pop("name", "x"), phase=fields.pop("phase", DriverPhase.RUNNING),
                                    owner_uid=fields.pop("owner_uid", UID), **fields))  # fmt: skip
@@ -96,11 +101,12 @@ class World:
         return Inputs(
             name=self.name, namespace=self.namespace, uid=UID, generation=self.generation,
             raw_spec=copy.deepcopy(self.spec), status=self.status.model_copy(deep=True),
-            drivers=tuple(self.drivers), now=self.now,
+            drivers=tuple(self.drivers), now=self.now, progress=self._report,
         )  # fmt: skip
 
     def reconcile(self, apply: bool = True) -> Decision:
         decision = decide(self.inputs())
+        self._report = None
         self.history.append(decision)
         if not apply:
             return decision

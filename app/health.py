@@ -1,0 +1,157 @@
+"""Is a running query keeping up? Lag, stalls and slots, as pure functions.
+
+The job's watchdog feeds these with what it reads (the checkpoint, the
+broker's offsets, the clock) and reports the verdicts; the operator only
+shows them. Nothing here does I/O or reads the clock itself.
+
+    lag        per partition: the broker's latest offset minus the next offset the
+               query will read (its last commit, else where it started)
+    stalled    no new commit for ``spec.stall_after_ms`` while records waited
+    slots      continuous and realTime hold one task slot per source partition
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+
+from app.checkpoint import KafkaOffsets
+from app.contract import ExitCode
+from app.spec.model import LONG_RUNNING_MODES, QuerySpec
+
+EARLIEST, LATEST = -2, -1  # Spark's markers in JSON startingOffsets
+
+
+class HealthState(StrEnum):
+    HEALTHY = "Healthy"
+    STALLED = "Stalled"
+    UNKNOWN = "Unknown"  # the broker did not say how much input waits
+
+
+# --- lag ------------------------------------------------------------------------------
+
+
+def parse_offsets_json(text: str) -> KafkaOffsets:
+    """Spark's JSON offsets {"topic":{"0":42}} with int partitions; {} for earliest/latest."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items() if isinstance(parts, dict)}
+
+
+def offsets_json(offsets: KafkaOffsets) -> str:
+    return json.dumps({t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())},
+                      separators=(",", ":"))  # fmt: skip
+
+
+def starting_positions(starting: str, earliest: KafkaOffsets, latest: KafkaOffsets) -> KafkaOffsets:
+    """Where a query without a commit starts reading each partition, as Spark resolves
+    ``startingOffsets`` ("earliest", "latest" or JSON with -2/-1 markers). Partitions the
+    JSON does not name (added later) are read from the earliest offset, as Spark does."""
+    if starting == "latest":
+        return {t: dict(parts) for t, parts in latest.items()}
+    if starting == "earliest":
+        return {t: dict(parts) for t, parts in earliest.items()}
+    given = parse_offsets_json(starting)
+    out: KafkaOffsets = {}
+    for topic, parts in earliest.items():
+        for p, low in parts.items():
+            o = given.get(topic, {}).get(p, EARLIEST)
+            out.setdefault(topic, {})[p] = low if o == EARLIEST else latest.get(topic, {}).get(p, low) if o == LATEST else o
+    return out
+
+
+def compute_lag(latest: KafkaOffsets, committed: KafkaOffsets, start: KafkaOffsets) -> dict[str, dict[int, int]]:
+    """Records each partition still has to read; partitions with no known position are left out."""
+    lag: dict[str, dict[int, int]] = {}
+    for topic, parts in latest.items():
+        for p, end in parts.items():
+            position = committed.get(topic, {}).get(p, start.get(topic, {}).get(p))
+            if position is not None:
+                lag.setdefault(topic, {})[p] = max(0, end - position)
+    return lag
+
+
+def total(offsets: dict[str, dict[int, int]]) -> int:
+    return sum(sum(parts.values()) for parts in offsets.values())
+
+
+# --- stalls ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: HealthState
+    message: str
+    waiting_s: float  # how long input has waited without a commit
+
+
+class StallClock:
+    """Time since the query last made progress *while input waited*.
+
+    The clock restarts on a new commit and whenever nothing waits (an idle
+    micro-batch query commits nothing, and that is fine). Time is passed in.
+    """
+
+    def __init__(self, started_at: float):
+        self._since = started_at
+        self._last_committed: int | None = None
+        self._seen_first = False
+
+    def observe(self, now: float, last_committed: int | None, total_lag: int | None) -> float:
+        if not self._seen_first:
+            self._seen_first, self._last_committed = True, last_committed
+        elif last_committed != self._last_committed:
+            self._last_committed, self._since = last_committed, now
+        if total_lag == 0:
+            self._since = now
+        return max(0.0, now - self._since)
+
+
+def judge(waiting_s: float, stall_after_s: float, total_lag: int | None, last_committed: int | None) -> Verdict:
+    if total_lag is None:
+        return Verdict(HealthState.UNKNOWN, "the source's latest offsets are unknown", waiting_s)
+    if total_lag > 0 and waiting_s > stall_after_s:
+        since = f"epoch/batch {last_committed}" if last_committed is not None else "the query started"
+        return Verdict(
+            HealthState.STALLED,
+            f"no commit for {waiting_s:.0f}s (limit {stall_after_s:g}s) since {since} while {total_lag} "
+            "record(s) wait in the source",
+            waiting_s,
+        )
+    return Verdict(HealthState.HEALTHY, "", waiting_s)
+
+
+# --- slots ----------------------------------------------------------------------------
+
+
+def slot_shortage(spec: QuerySpec, partitions: dict[str, int], slots: int) -> str | None:
+    """Why ``slots`` cannot run the source's ``partitions`` in this mode, or None."""
+    count = sum(partitions.values())
+    if spec.mode not in LONG_RUNNING_MODES or not count or slots > count:
+        return None
+    return (
+        f"{spec.mode} mode holds one task slot per source partition: {count} partitions "
+        f"need more than {count} slots, the query has {slots}"
+    )
+
+
+def partitions_changed(spec: QuerySpec, before: dict[str, int], now: dict[str, int], slots: int) -> tuple[ExitCode, str] | None:
+    """The source gained partitions while the query ran: restart if the slots no longer suffice."""
+    if now == before:
+        return None
+    shortage = slot_shortage(spec, now, slots)
+    if shortage is None:
+        return None  # Spark picks the new partitions up on its own
+    grew = ", ".join(f"{t} {before.get(t, 0)}->{n}" for t, n in sorted(now.items()) if n != before.get(t, 0))
+    if spec.runtime.auto_sized:
+        wanted = spec.runtime.task_slots(spec.mode, sum(now.values()))
+        return ExitCode.PARTITIONS_CHANGED, f"source partitions grew ({grew}): {shortage}; restarting with local[{wanted}]"
+    return ExitCode.INVALID_SPEC, (
+        f"source partitions grew ({grew}): {shortage} "
+        f"(set spec.runtime.parallelism to at least {sum(now.values()) + 1}, or leave it unset to size it automatically)"
+    )
