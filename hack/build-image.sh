@@ -109,7 +109,7 @@ stage_context() { # stage_context <dir>
     [[ -e "$ROOT/$p" ]] || die "$p missing in $ROOT"
   done
   rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka"
-  tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' \
+  tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' --exclude='docker/*.md' \
     -cf - "${SOURCES[@]}" | tar -C "$ctx" -xf -
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
 }
