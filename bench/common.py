@@ -64,6 +64,7 @@ def machine() -> dict[str, Any]:
         "java": java[0] if java else "",
         "loadAverageAtStart": [round(x, 2) for x in os.getloadavg()],
         "cpuPressurePctAtStart": cpu_pressure(),
+        "schedAutogroup": autogroup_enabled(),
     }
 
 
@@ -158,6 +159,49 @@ def tree_cpu_seconds(pid: int) -> float:
         return total
     except psutil.Error:
         return 0.0
+
+
+def tree_sched_seconds(pid: int) -> tuple[float, float]:
+    """(on-CPU, waiting-for-a-CPU) seconds summed over every thread of a process tree, from
+    /proc/<pid>/task/<tid>/schedstat. Waiting time is runnable-but-not-running: CPU starvation."""
+    import psutil
+
+    on_cpu = waiting = 0.0
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return 0.0, 0.0
+    for proc in procs:
+        try:
+            tids = os.listdir(f"/proc/{proc.pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                run_ns, wait_ns, _ = Path(f"/proc/{proc.pid}/task/{tid}/schedstat").read_text().split()
+            except (OSError, ValueError):
+                continue
+            on_cpu += int(run_ns) / 1e9
+            waiting += int(wait_ns) / 1e9
+    return on_cpu, waiting
+
+
+def set_autogroup_nice(pid: int, nice: int) -> bool:
+    """With kernel.sched_autogroup_enabled=1 every session shares the CPU equally with every
+    other session, whatever the processes' nice values; this sets the nice of ``pid``'s
+    session group (root only). Returns whether it took."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+        return True
+    except OSError:
+        return False
+
+
+def autogroup_enabled() -> bool:
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:

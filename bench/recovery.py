@@ -82,7 +82,7 @@ def run(args) -> dict[str, Any]:
     try:
         broker.start()
         # ModeRun gives the producer/consumer processes and the job exactly as bench.latency runs them.
-        mode_run = ModeRun(args.mode, broker, workdir, argparse.Namespace(conf=args.conf, source_option=[], sink_option=[],
+        mode_run = ModeRun(args.mode, broker, workdir, argparse.Namespace(conf=args.conf, source_option=[], sink_option=[], autogroup_nice=0,
                                                                              partitions=args.partitions))  # fmt: skip
         t = time.monotonic()
         mode_run.start()

@@ -1,0 +1,84 @@
+"""Markdown tables from the newest results, for docs/benchmarks.md.
+
+    .venv/bin/python -m bench.report            # prints the tables
+    .venv/bin/python -m bench.report FILE...    # from given result files
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bench.common import latest_results, table
+
+
+def load_line(r: dict) -> str:
+    m = r["machine"]
+    load = r.get("load") or r.get("loadWholeRun") or {}
+    return (f"{m['cores']} cores ({m['cpuModel']}), {m['memoryGiB']} GiB, kernel {m['kernel']}, {m['java']}; "
+            f"commit {r['commit']}; {r['started']} -> {r['finished']}; load average at start "
+            f"{m['loadAverageAtStart']}, during the run 1-min load {load.get('load1Min')}-{load.get('load1Max')} "
+            f"(mean {load.get('load1Mean')}), CPU busy {load.get('cpuBusyPctMean')}%, CPU pressure (PSI some avg10) "
+            f"{load.get('cpuPressurePctMean')}%")  # fmt: skip
+
+
+def latency(r: dict) -> str:
+    rows = []
+    for mode, res in r["modes"].items():
+        for s in res.get("steps", []):
+            lat = s["latencyMs"]
+            rows.append([mode, s["offeredRate"], s["achievedInputRate"], lat["p50"], lat["p95"], lat["p99"], lat["p99.9"],
+                         lat["max"], s["sendToSinkWriteMs"]["p50"], "yes" if s["sustained"] else "no: " + s["why"],
+                         s["cpuCores"]["job"], s["cpuCores"]["broker"], s["load"].get("load1Mean"),
+                         s["load"].get("cpuPressurePctMean")])  # fmt: skip
+        if res.get("error"):
+            rows.append([mode, "error: " + res["error"].splitlines()[-1][:80], *[""] * 12])
+    out = table(["mode", "offered/s", "achieved in/s", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms",
+                 "send->Spark write p50 ms", "sustained", "job cores", "broker cores", "load1", "CPU pressure %"], rows)  # fmt: skip
+    return out + f"\n\n{load_line(r)}. Continuous sustained up to {r.get('continuousMaxSustained')} records/s offered."
+
+
+def recovery(r: dict) -> str:
+    rows = [[k["kill"], k["lastCommittedAtKill"], k.get("restartToQueryStartedS"), k["restartToFirstOutputS"],
+             k["killToFirstOutputS"], k.get("duplicates")] for k in r["kills"]]  # fmt: skip
+    s = r["summary"]
+    out = table(["kill", "last committed epoch/batch", "restart -> query started s", "restart -> first output s",
+                 "kill -> first output s", "duplicates"], rows)  # fmt: skip
+    return out + (f"\n\n{r['settings']['mode']} at {r['settings']['rate']:,} records/s: {s['recordsSent']:,} sent, "
+                  f"{s['recordsExpected']:,} pass the filter, {s['uniqueReceived']:,} arrived, duplicates "
+                  f"{s['duplicates']:,}, **lost {s['lost']}**.\n\n{load_line(r)}.")  # fmt: skip
+
+
+def operator(r: dict) -> str:
+    cpu, rss = r["operatorCpuSeconds"], r["operatorRss"]
+    a, q = r["applyStartToDriverCreatedS"], r["queryCreatedToDriverCreatedS"]
+    rows = [
+        ["StreamingQueries applied at once", r["queries"]],
+        ["kubectl apply took (s)", r["applySeconds"]],
+        ["all driver pods exist after (s)", r["allDriversAfterS"]],
+        ["all queries have a status after (s)", r["allStatusesAfterS"]],
+        ["apply start -> driver created p50 / p99 / max (s)", f"{a['p50']} / {a['p99']} / {a['max']}"],
+        ["query stored -> driver created p50 / p99 / max (s)", f"{q['p50']} / {q['p99']} / {q['max']}"],
+        [f"operator CPU during the burst ({cpu['burstWindowS']} s)", f"{cpu['burst']} s"],
+        [f"operator CPU in the {cpu['quietWindowS']:.0f} s after it", f"{cpu['quiet']} s"],
+        ["apiserver + etcd CPU during the burst", f"{r['apiserverEtcdCpuSecondsBurst']} s"],
+        ["operator RSS before / peak (VmHWM)", f"{rss['beforeMiB']} / {rss['vmHWMMiB']} MiB"],
+    ]
+    return table(["", "value"], rows) + f"\n\n{load_line({**r, 'load': r.get('loadWholeRun')})}."
+
+
+def main(argv: list[str] | None = None) -> int:
+    files = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
+    if not files:
+        files = [p for p in (latest_results("latency"), latest_results("recovery-continuous"),
+                             latest_results("recovery-microBatch"), latest_results("operator")) if p]  # fmt: skip
+    for path in files:
+        r = json.loads(path.read_text())
+        render = {"latency": latency, "recovery": recovery, "operator": operator}[r["bench"]]
+        print(f"### {path.name}\n\n{render(r)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
