@@ -156,6 +156,7 @@ class Watchdog(threading.Thread):
         super().__init__(name="streamq-watchdog", daemon=True)
         self.watch, self.spec, self.sink = watch, spec, sink
         self.broker_timeout_s, self.period_s = broker_timeout_s, period_s
+        self.request_timeout_s = max(5.0, period_s)  # a loaded broker or driver answers slowly, not never
         self.rates = rates or ListenerRates()
         self.clock, self.wall = clock, wall
         self.wake = threading.Event()  # set by the listener when a batch ends
@@ -181,7 +182,7 @@ class Watchdog(threading.Thread):
         for endpoint in self._endpoints:
             admin, errors = self._client(endpoint)
             try:
-                topics = describe_topics(endpoint, self.period_s, admin, errors)
+                topics = describe_topics(endpoint, self.request_timeout_s, admin, errors)
                 self._last_ok[endpoint.role] = self.clock()
             except PreflightError:
                 silent = self.clock() - self._last_ok[endpoint.role]
@@ -193,9 +194,9 @@ class Watchdog(threading.Thread):
                 continue
             partitions = source_partitions(self.spec, topics)
             try:
-                latest = list_offsets(endpoint, partitions, "latest", self.period_s, admin)
+                latest = list_offsets(endpoint, partitions, "latest", self.request_timeout_s, admin)
                 if self.watch.needs_earliest(partitions):
-                    earliest = list_offsets(endpoint, partitions, "earliest", self.period_s, admin)
+                    earliest = list_offsets(endpoint, partitions, "earliest", self.request_timeout_s, admin)
             except Exception as exc:  # KafkaException: a leader moving, a timeout; lag is unknown this time
                 log.debug("offsets unknown this time: %s", exc)
                 latest = earliest = None

@@ -2,7 +2,6 @@
 checkpoint, and fail with a clear reason and exit code instead of hanging."""
 
 import signal
-import threading
 import time
 from collections import Counter
 
@@ -10,33 +9,11 @@ import pytest
 
 from app.checkpoint import read_checkpoint
 from app.contract import ExitCode
-from tests.integration.jobs import JobProcess, flagged, fraud_spec, payments, write_resource
+from tests.integration.jobs import JobProcess, SteadyProducer, flagged, fraud_spec, payments, write_resource
 
 pytestmark = pytest.mark.integration
 
 CONTINUOUS = {"continuous": {"checkpointInterval": "500ms"}}
-
-
-class SteadyProducer(threading.Thread):
-    """Produces payments at a steady pace until stopped: the stream a job is stopped in the middle of."""
-
-    def __init__(self, broker, topic, per_batch=15, period_s=0.1):
-        super().__init__(daemon=True)
-        self.broker, self.topic, self.per_batch, self.period_s = broker, topic, per_batch, period_s
-        self.sent: list[tuple[str, str]] = []
-        self.positions: list[tuple[int, int]] = []  # (partition, offset) of each sent record
-        self._halt = threading.Event()
-
-    def run(self):
-        while not self._halt.is_set():
-            batch = payments(self.per_batch, start=len(self.sent))
-            self.positions.extend(self.broker.produce(self.topic, batch))
-            self.sent.extend(batch)
-            self._halt.wait(self.period_s)
-
-    def stop(self):
-        self._halt.set()
-        self.join(30)
 
 
 def _wait_for_committed_input(checkpoint, topic, at_least, timeout):

@@ -1,0 +1,117 @@
+"""The operator shows what the real job measures: progress, lag and a real stall reach
+status, conditions, events and printer columns through the real kube-apiserver.
+
+The job runs here as a process (real Spark, the real broker) from the document the
+operator wrote into the query's ConfigMap; the test plays the kubelet: it binds the
+driver pod to a node, writes the pod's status, and serves the job's log where the
+API server asks the kubelet for it (tests/integration/kubelet_logs.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.contract import RESUME_ANNOTATION, ExitCode
+from controller import names
+from tests.integration.jobs import JobProcess, fraud_spec, payments
+from tests.integration.kubelet_logs import KubeletLogs
+from test_operator_support import (  # noqa: F401  (fixtures)
+    api_client,
+    base_spec,
+    cluster,
+    namespace,
+    start_operator,
+    streamq_installed,
+    unique,
+    wait_for,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def kubelet(cluster, tmp_path):
+    logs = KubeletLogs(tmp_path)
+    node = unique("node")
+    logs.register_node(cluster.core, node)
+    logs.node = node
+    yield logs
+    logs.stop()
+    cluster.core.delete_node(node)
+
+
+def degraded(status: dict) -> dict:
+    return next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
+
+
+def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_restart(
+    cluster, start_operator, kubelet, kube_apiserver, kafka_broker, kafka_topic, tmp_path
+):
+    start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
+    source, sink = kafka_topic(partitions=3), kafka_topic()
+    kafka_broker.produce(source, payments(30))
+    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", {"continuous": {"checkpointInterval": "1s"}},
+                      runtime={"parallelism": 2}, health={"stallAfterIntervals": 5, "minStallTime": "5s"},
+                      restartPolicy={"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3})  # fmt: skip
+    cluster.apply("q", spec)
+    pod = cluster.wait_driver("q", 1).metadata.name
+    document = tmp_path / "query.json"
+    document.write_text(json.dumps(cluster.query_document("q")))
+    kubelet.bind(cluster.core, cluster.namespace, pod, kubelet.node)
+    # 3 partitions on 2 slots: the preflight that refuses it is bypassed, Spark hangs for real
+    job = JobProcess(document, tmp_path, env={"STREAMQ_WATCH_PERIOD_SECONDS": "1", "STREAMQ_REPORT_PERIOD_SECONDS": "2",
+                                              "STREAMQ_FAILPOINT": "skip-slot-check"})  # fmt: skip
+    kubelet.serve(cluster.namespace, pod, names.DRIVER_CONTAINER, job.log_path)
+    cluster.pod_runs(pod)
+    try:
+        status = cluster.wait_status("q", lambda s: (s.get("progress") or {}).get("totalLag") == 30, timeout=300,
+                                     what="the job's lag in status.progress")  # fmt: skip
+        assert status["progress"]["partitions"] == {source: 3} and status["progress"]["slots"] == 2
+        assert status["progress"]["health"]["state"] == "Healthy" and status["progress"]["attempt"] == 1
+        row = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "q").stdout.splitlines()
+        assert row[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
+        assert row[1].split()[:4] == ["q", "Running", "continuous", "0"] and row[1].split()[4] == "30"
+
+        status = cluster.wait_status("q", lambda s: degraded(s).get("reason") == "Stalled", timeout=120, what="Degraded/Stalled")
+        seen_at = time.monotonic()
+        assert degraded(status)["status"] == "True" and "no commit for" in degraded(status)["message"]
+        assert status["phase"] == "Running" and status["progress"]["health"]["state"] == "Stalled"
+        event = cluster.wait_event("q", "Stalled")
+        assert event.type == "Warning" and "record(s) wait in the source" in event.message
+        wide = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "q", "-o", "wide").stdout
+        assert "Stalled" in wide
+
+        code = job.wait(120)
+        exited_at = time.monotonic()
+    finally:
+        job.stop()
+    started = next(r for r in job.records())["timestamp"]
+    stalled = next(r for r in job.records() if r["health"]["state"] == "Stalled")
+    print(f"query started {started}; job reported Stalled at {stalled['timestamp']} after {stalled['health']['waitingSeconds']}s "
+          f"(window {stalled['health']['stallAfterSeconds']}s); the job exited {exited_at - seen_at:.1f}s after status showed it")
+    assert code == ExitCode.STALLED
+    cluster.pod_dies(pod, code, job.termination_message())  # what the kubelet reports for the exited container
+    status = cluster.wait_status("q", lambda s: s.get("restarts") == 1, what="a restart after the stall")
+    assert status["lastFailure"]["reason"] == "Stalled" and status["lastFailure"]["exitCode"] == 75
+    assert degraded(status)["status"] == "True" and degraded(status)["reason"] == "Stalled"
+    cluster.wait_driver("q", 2)
+
+
+def test_the_next_driver_gets_the_offsets_committed_in_status_for_a_lost_checkpoint(cluster, start_operator):
+    start_operator()
+    cluster.apply("q", base_spec(source={"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
+                                 sink={"console": {}}, runtime={"parallelism": 4}))  # fmt: skip
+    cluster.wait_driver("q", 1)
+    cluster.pod_runs("q-driver-1")
+    cluster.wait_phase("q", "Running")
+    assert RESUME_ANNOTATION not in (cluster.query_document("q")["metadata"].get("annotations") or {})
+    # the last record the driver reported, as the operator stored it
+    cluster.custom.patch_namespaced_custom_object_status("streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", "q", {
+        "status": {"progress": {"batchId": 41, "committedOffsets": {"payments": {"0": 1200, "1": 1187}},
+                                "checkpoint": "/checkpoints/q", "attempt": 1}}})  # fmt: skip
+    cluster.pod_dies("q-driver-1", 70, "QUERY_FAILED: the volume went away")
+    cluster.wait_driver("q", 2)
+    resume = json.loads(cluster.query_document("q")["metadata"]["annotations"][RESUME_ANNOTATION])
+    assert resume == {"startingOffsets": '{"payments":{"0":1200,"1":1187}}', "batchId": 41, "checkpoint": "/checkpoints/q"}
