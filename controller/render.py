@@ -154,6 +154,9 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
             "spark.driver.port": str(names.DRIVER_PORT),
             "spark.driver.blockManager.port": str(names.BLOCK_MANAGER_PORT),
             "spark.driver.bindAddress": "0.0.0.0",
+            # Spark 4.1+ defaults this to true: executors then dial spark.driver.bindAddress
+            # (0.0.0.0 here, i.e. themselves) instead of spark.driver.host (the Service).
+            "spark.kubernetes.executor.useDriverPodIP": "false",
         })  # fmt: skip
     conf.update(_executor_checkpoint_conf(run))
     return conf

@@ -153,6 +153,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert conf["spark.driver.host"] == "payments-driver-svc.team-a.svc"
     assert conf["spark.driver.port"] == "7078" and conf["spark.driver.blockManager.port"] == "7079"
     assert conf["spark.driver.bindAddress"] == "0.0.0.0"
+    assert conf["spark.kubernetes.executor.useDriverPodIP"] == "false"  # else executors dial 0.0.0.0
     assert conf["spark.executor.instances"] == "2" and conf["spark.executor.cores"] == "2"
     assert conf["spark.executor.memory"] == "3g"  # the user's sparkConf wins
     assert conf["spark.kubernetes.namespace"] == "team-a"
