@@ -1,5 +1,5 @@
-"""The e2e tier's session: one cluster for all tests, torn down at the end even
-when tests fail (or the run is interrupted).
+"""The e2e tier: one cluster for all its tests, torn down after the last one even
+when tests fail (or the run is interrupted by ^C or SIGTERM).
 
 ``cluster``  a :class:`tests.e2e.cluster.Cluster` with CoreDNS (local provider), a
              single-broker Kafka in namespace streamq-e2e and the operator installed
@@ -18,8 +18,11 @@ printed again in a summary at the end of the run.
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -37,7 +40,21 @@ def _unavailable(message: str) -> None:
     pytest.fail(message + " Set STREAMQ_ALLOW_SKIP=1 to skip instead.", pytrace=False)
 
 
-@pytest.fixture(scope="session")
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM (a CI timeout, kill) becomes KeyboardInterrupt: pytest then runs the
+    fixture's teardown and the cluster goes down instead of leaving containers behind."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+# Package scope: the cluster goes down after the last e2e test, not at the end of a
+# run that goes on with other tiers (it holds CPUs and memory they need).
+@pytest.fixture(scope="package")
 def cluster():
     from tests.e2e.cluster import choose_provider, create_cluster
     from tests.e2e.cluster.addons import setup
@@ -57,7 +74,12 @@ def cluster():
     if provider == "local" and os.geteuid() != 0:
         _unavailable("the local e2e cluster needs root (containerd, kubelet, iptables).")
     t0 = time.monotonic()
+    _sigterm_as_interrupt()
     c = create_cluster(provider)
+    if provider == "local":  # last resort when even the teardown below cannot run
+        from tests.e2e.cluster.local import cleanup_leftovers
+
+        atexit.register(cleanup_leftovers)
     c.up()
     try:
         c.kafka_bootstrap = setup(c)
@@ -69,7 +91,7 @@ def cluster():
         FIGURES.append(("session", f"cluster torn down in {time.monotonic() - t1:.0f}s"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kafka(cluster) -> Iterator[Kafka]:
     client = Kafka(cluster.kafka_bootstrap)
     yield client
