@@ -5,6 +5,8 @@ Flags override the environment the Deployment sets:
     -n/--namespace NS (repeatable)  STREAMQ_NAMESPACES=a,b     watch these namespaces
     -A/--all-namespaces             (default when none given)  watch the whole cluster
     --peering NAME                  STREAMQ_PEERING=NAME       coordinate replicas (needs kopf's peering CRDs)
+    --priority N                    STREAMQ_PEERING_PRIORITY=N this replica's peering priority
+                                                               (default: random, so replicas differ)
     --standalone                    STREAMQ_STANDALONE=1       no peering at all
     --liveness URL                  STREAMQ_LIVENESS=URL       e.g. http://0.0.0.0:8080/healthz
     --metrics-port N                STREAMQ_METRICS_PORT=N     Prometheus metrics; 0 turns them off
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 
 import kopf
@@ -28,6 +31,12 @@ def parse_args(argv: list[str] | None = None, env: dict[str, str] | None = None)
     parser.add_argument("-n", "--namespace", action="append", dest="namespaces", default=None)
     parser.add_argument("-A", "--all-namespaces", action="store_true")
     parser.add_argument("--peering", default=env.get("STREAMQ_PEERING") or None)
+    # kopf pauses every replica when two share a priority; distinct priorities give
+    # one active replica and hot standbys that take over when it goes away.
+    parser.add_argument(
+        "--priority", type=int,
+        default=int(env.get("STREAMQ_PEERING_PRIORITY") or random.randint(1, 1_000_000)),
+    )
     parser.add_argument("--standalone", action="store_true", default=env.get("STREAMQ_STANDALONE") == "1")
     parser.add_argument("--liveness", default=env.get("STREAMQ_LIVENESS") or None)
     parser.add_argument("--metrics-port", type=int, default=int(env.get("STREAMQ_METRICS_PORT", "9090")))
@@ -54,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=args.namespaces or (),
         standalone=True if args.standalone else None,
         peering_name=args.peering,
+        priority=args.priority,
         liveness_endpoint=args.liveness,
         memo=kopf.Memo(metrics_port=args.metrics_port),
     )

@@ -116,3 +116,11 @@ def test_metrics_count_reconciles_restarts_and_phases():
     m.forget("ns", "b")
     text = generate_latest(m.registry).decode()
     assert 'streamq_queries{phase="Restarting"} 0.0' in text and 'query="b"' not in text
+
+
+def test_replicas_get_distinct_peering_priorities_unless_one_is_given():
+    # kopf pauses all replicas that share a priority: HA needs them to differ.
+    priorities = {parse_args([], env={}).priority for _ in range(20)}
+    assert len(priorities) > 1
+    assert parse_args([], env={"STREAMQ_PEERING_PRIORITY": "7"}).priority == 7
+    assert parse_args(["--priority", "9"], env={}).priority == 9
