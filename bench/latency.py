@@ -60,7 +60,7 @@ TRIGGERS = {
 }
 ALL_MODES = ["baseline", "continuous", "microBatch", "realTime"]
 SEARCH_RATES = [20_000, 30_000, 40_000, 50_000, 60_000, 80_000, 100_000, 120_000, 160_000, 200_000]
-CDF_QUANTILES = [q / 2 for q in range(0, 200)] + [99 + q / 100 for q in range(0, 100)] + [99.99, 99.999, 100]
+CDF_QUANTILES = sorted({q / 2 for q in range(0, 198)} | {99 + q / 100 for q in range(0, 100)} | {99.99, 99.999, 100})
 
 
 def value_of(seq: int, sent_ns: int) -> bytes:

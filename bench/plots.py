@@ -39,8 +39,9 @@ def latency_plots(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
             step = next((s for s in res.get("steps", []) if s["offeredRate"] == rate), None)
             if not step or not step["cdf"]:
                 continue
-            qs = [q for q, _ in step["cdf"]]
-            ms = [v for _, v in step["cdf"]]
+            points = sorted(dict((q, v) for q, v in step["cdf"]).items())  # one point per quantile
+            qs = [q for q, _ in points]
+            ms = [v for _, v in points]
             ax.plot(ms, [max(1 - q / 100, 1e-5) for q in qs], label=f"{mode} (p99 {step['latencyMs']['p99']:.1f} ms)",
                     color=COLORS.get(mode), drawstyle="steps-post")  # fmt: skip
         ax.set_xscale("log")
