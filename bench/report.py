@@ -28,14 +28,18 @@ def latency(r: dict) -> str:
     for mode, res in r["modes"].items():
         for s in res.get("steps", []):
             lat = s["latencyMs"]
+            to_spark = s["sendToSinkWriteMs"]["p50"] if mode != "baseline" else None  # no Spark in between
+            why = s["why"].split(";")[0].split(" < ")[0]
             rows.append([mode, s["offeredRate"], s["achievedInputRate"], lat["p50"], lat["p95"], lat["p99"], lat["p99.9"],
-                         lat["max"], s["sendToSinkWriteMs"]["p50"], "yes" if s["sustained"] else "no: " + s["why"],
-                         s["cpuCores"]["job"], s["cpuCores"]["broker"], s["load"].get("load1Mean"),
-                         s["load"].get("cpuPressurePctMean")])  # fmt: skip
+                         lat["max"], to_spark, "yes" if s["sustained"] else "no (" + why + ")",
+                         *((s["cpuCores"]["job"], s.get("waitingForCpu", {}).get("job")) if mode != "baseline" else (None, None)),
+                         s["cpuCores"]["broker"],
+                         s["load"].get("load1Mean"), s["load"].get("cpuPressurePctMean")])  # fmt: skip
         if res.get("error"):
-            rows.append([mode, "error: " + res["error"].splitlines()[-1][:80], *[""] * 12])
+            rows.append([mode, "error: " + res["error"].splitlines()[-1][:80], *[""] * 13])
     out = table(["mode", "offered/s", "achieved in/s", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms",
-                 "send->Spark write p50 ms", "sustained", "job cores", "broker cores", "load1", "CPU pressure %"], rows)  # fmt: skip
+                 "send->Spark write p50 ms", "sustained", "job cores", "job threads waiting for CPU", "broker cores",
+                 "load1", "CPU pressure %"], rows)  # fmt: skip
     return out + f"\n\n{load_line(r)}. Continuous sustained up to {r.get('continuousMaxSustained')} records/s offered."
 
 
