@@ -29,7 +29,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.helpers import FIGURES, Kafka, Queries
+from tests.e2e.helpers import FIGURES, LOG_DIR, Kafka, Queries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +113,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.section("e2e figures")
     for test, line in FIGURES:
         terminalreporter.write_line(f"{test}: {line}")
+    if LOG_DIR.is_dir():
+        terminalreporter.write_line(f"per-test logs (kubectl get sq -o wide, events, operator log): {LOG_DIR}")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 import yaml
@@ -19,6 +21,7 @@ from tests.integration.jobs import FRAUD_TRANSFORMS, flagged, payments
 
 NAMESPACE = E2E_NAMESPACE
 FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
+LOG_DIR = Path(os.environ.get("STREAMQ_E2E_LOG_DIR") or f"/tmp/streamq-e2e-logs/{time.strftime('%Y%m%d-%H%M%S')}")
 
 __all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure"]
 
@@ -247,17 +250,22 @@ class Queries:
         return [line for line in out.splitlines() if line.strip()]
 
     def report(self) -> None:
-        """kubectl get sq -o wide and the operator's events, in the test's log."""
-        print(f"\n===== {self.test}: kubectl get sq -o wide =====")
-        print(self.kubectl("get", "sq", "-o", "wide", check=False).stdout)
+        """kubectl get sq -o wide, the queries' events and the operator's log: printed
+        (pytest shows it for failures, or with -rA) and kept in LOG_DIR/<test>.log."""
+        parts = [f"===== {self.test}: kubectl get sq -o wide =====",
+                 self.kubectl("get", "sq", "-o", "wide", check=False).stdout]
         for name in self.names:
             out = self.kubectl("get", "events", "--field-selector", f"involvedObject.kind=StreamingQuery,involvedObject.name={name}",
                                "--sort-by=.lastTimestamp", check=False).stdout
-            print(f"===== events of StreamingQuery {name} =====\n{out}")
+            parts.append(f"===== events of StreamingQuery {name} =====\n{out}")
         ops = self.cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=400", check=False).stdout
         noise = ("GET /healthz", "Handler '", "Activity 'reconcilers'")
         lines = [line for line in ops.splitlines() if not any(n in line for n in noise)]
-        print("===== operator log (tail, without probes and handler bookkeeping) =====\n" + "\n".join(lines[-25:]))
+        parts.append("===== operator log (tail, without probes and handler bookkeeping) =====\n" + "\n".join(lines[-25:]))
+        text = "\n".join(parts)
+        print("\n" + text)
+        LOG_DIR.mkdir(parents=True, exist_ok=True)
+        (LOG_DIR / f"{self.test}.log").write_text(text + "\n")
 
     def cleanup(self) -> None:
         for name in self.names:
