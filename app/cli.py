@@ -39,7 +39,9 @@ def run(
     spec: SpecPath,
     progress_file: Annotated[str | None, typer.Option(help="Keep the latest progress record in this file.")] = None,
     starting_offsets: Annotated[
-        str | None, typer.Option(help="Override the source's startingOffsets (used to resume a lost checkpoint).")
+        str | None,
+        typer.Option(help="Where to start when the checkpoint has nothing to resume from (a lost checkpoint): "
+                          'Spark\'s JSON offsets {"topic":{"0":42}}, earliest or latest. Ignored otherwise.'),
     ] = None,
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""

@@ -9,9 +9,10 @@ unit test.
 The rules, in order:
 
 1. A spec the static rules refuse is ``Invalid``: its driver is stopped.
-2. A change of the source (kind, topics, pattern) cannot reuse the checkpoint:
-   it is refused (the previous spec keeps running) unless the checkpoint location
-   changed too, or ``onIncompatibleChange: newCheckpoint`` asks for a fresh one.
+2. A change the checkpoint cannot take (app.compat: the source's kind, topics or
+   pattern; state the new spec would not keep, as the job reported the checkpoint
+   holds) is refused (the previous spec keeps running) unless the checkpoint
+   location changed too, or ``onIncompatibleChange: newCheckpoint`` asks for a fresh one.
 3. ``Failed``, ``Invalid`` and ``Completed`` stay until the spec changes.
 4. ``suspend`` deletes the driver and keeps the checkpoint.
 5. Never two drivers for one checkpoint: nothing is created while any other
@@ -19,8 +20,13 @@ The rules, in order:
 6. A driver that runs an outdated spec (a spec change, a new restartNonce) is
    replaced at once; a driver that ended is classified by its exit code:
    64/65 mean ``Invalid`` (not retried); anything else is restarted under the
-   restart policy with exponential backoff until ``maxRestarts``.
+   restart policy with exponential backoff until ``maxRestarts`` (75: the job found
+   its query stalled, reason ``Stalled``; 76: the source outgrew its task slots).
 7. Running ``stableAfter`` resets the restart counter.
+8. What the running driver reports (``Inputs.progress``) goes into status.progress;
+   a stall it reports makes ``Degraded`` ``Stalled``; a checkpoint it had to start
+   afresh is said in an event. The next driver gets the last committed offsets, for
+   the case its checkpoint is gone (app.resume).
 """
 
 from __future__ import annotations

@@ -206,7 +206,8 @@ def test_partitions_added_while_running_restart_an_auto_sized_query_with_more_sl
     first = JobProcess(spec_path, tmp_path, env=FAST)
     try:
         sized = first.wait_for_record(lambda r: r["batchId"] is not None, 240, "a first commit")
-        kafka_broker.admin().create_partitions([NewPartitions(source, 4)])[source].result(30)
+        admin = kafka_broker.admin()  # keep the client alive until its answer comes
+        admin.create_partitions([NewPartitions(source, 4)])[source].result(30)
         code = first.wait(120)
     finally:
         first.stop()

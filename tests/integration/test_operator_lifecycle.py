@@ -57,13 +57,14 @@ def test_printer_columns(cluster, operator, kube_apiserver):
     cluster.wait_phase("q", "Running")
     # progress comes from the driver's log, which needs a kubelet; write one record as the operator would
     cluster.custom.patch_namespaced_custom_object_status(
-        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", "q", {"status": {"progress": {"batchId": 42}}})
+        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", "q",
+        {"status": {"progress": {"batchId": 42, "totalLag": 17, "slots": 4, "health": {"state": "Healthy"}}}})  # fmt: skip
     out = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq").stdout.splitlines()
-    assert out[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "BATCH", "AGE"]
-    assert out[1].split()[:5] == ["q", "Running", "continuous", "0", "42"]
+    assert out[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
+    assert out[1].split()[:6] == ["q", "Running", "continuous", "0", "42", "17"]
     wide = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[:7] == ["NAME", "PHASE", "MODE", "RESTARTS", "BATCH", "DRIVER", "MESSAGE"]
-    assert "q-driver-1" in wide[1]
+    assert wide[0].split()[:10] == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "HEALTH", "LAST-COMMIT", "SLOTS", "DRIVER"]
+    assert "q-driver-1" in wide[1] and "Healthy" in wide[1]
     assert "q" in kube_apiserver.kubectl("-n", cluster.namespace, "get", "streamq").stdout  # the category
 
 

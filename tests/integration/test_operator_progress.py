@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
+import urllib.request
 
 import pytest
 
@@ -17,6 +19,7 @@ from app.contract import RESUME_ANNOTATION, ExitCode
 from controller import names
 from tests.integration.jobs import JobProcess, fraud_spec, payments
 from tests.integration.kubelet_logs import KubeletLogs
+from tests.support.kube import free_port
 from test_operator_support import (  # noqa: F401  (fixtures)
     api_client,
     base_spec,
@@ -42,6 +45,11 @@ def kubelet(cluster, tmp_path):
     cluster.core.delete_node(node)
 
 
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
 def degraded(status: dict) -> dict:
     return next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
 
@@ -49,7 +57,8 @@ def degraded(status: dict) -> dict:
 def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_restart(
     cluster, start_operator, kubelet, kube_apiserver, kafka_broker, kafka_topic, tmp_path
 ):
-    start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
+    metrics_port = free_port()
+    start_operator(metrics_port=metrics_port, STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
     source, sink = kafka_topic(partitions=3), kafka_topic()
     kafka_broker.produce(source, payments(30))
     spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", {"continuous": {"checkpointInterval": "1s"}},
@@ -73,15 +82,22 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
         row = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "q").stdout.splitlines()
         assert row[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
         assert row[1].split()[:4] == ["q", "Running", "continuous", "0"] and row[1].split()[4] == "30"
+        labels = f'namespace="{cluster.namespace}",query="q"'
+        wait_for(lambda: f"streamq_query_lag_records{{{labels}}} 30.0" in scrape(metrics_port), 30, "the lag gauge")
+        metrics = scrape(metrics_port)
+        per_partition = [line for line in metrics.splitlines() if line.startswith("streamq_query_partition_lag_records{")
+                         and f'namespace="{cluster.namespace}"' in line]  # fmt: skip
+        assert len(per_partition) == 3 and sum(float(line.split()[-1]) for line in per_partition) == 30
 
         status = cluster.wait_status("q", lambda s: degraded(s).get("reason") == "Stalled", timeout=120, what="Degraded/Stalled")
-        seen_at = time.monotonic()
+        seen_at, seen_wall = time.monotonic(), time.time()
         assert degraded(status)["status"] == "True" and "no commit for" in degraded(status)["message"]
         assert status["phase"] == "Running" and status["progress"]["health"]["state"] == "Stalled"
         event = cluster.wait_event("q", "Stalled")
         assert event.type == "Warning" and "record(s) wait in the source" in event.message
         wide = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "q", "-o", "wide").stdout
         assert "Stalled" in wide
+        wait_for(lambda: f"streamq_query_stalled{{{labels}}} 1.0" in scrape(metrics_port), 30, "the stalled gauge")
 
         code = job.wait(120)
         exited_at = time.monotonic()
@@ -89,8 +105,10 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
         job.stop()
     started = next(r for r in job.records())["timestamp"]
     stalled = next(r for r in job.records() if r["health"]["state"] == "Stalled")
+    reported = datetime.fromisoformat(stalled["timestamp"].replace("Z", "+00:00")).timestamp()
     print(f"query started {started}; job reported Stalled at {stalled['timestamp']} after {stalled['health']['waitingSeconds']}s "
-          f"(window {stalled['health']['stallAfterSeconds']}s); the job exited {exited_at - seen_at:.1f}s after status showed it")
+          f"(window {stalled['health']['stallAfterSeconds']}s); in status {seen_wall - reported:.1f}s later; "
+          f"the job exited {exited_at - seen_at:.1f}s after status showed it")
     assert code == ExitCode.STALLED
     cluster.pod_dies(pod, code, job.termination_message())  # what the kubelet reports for the exited container
     status = cluster.wait_status("q", lambda s: s.get("restarts") == 1, what="a restart after the stall")
