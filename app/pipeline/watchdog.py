@@ -31,6 +31,7 @@ from app.pipeline.progress import ListenerRates, ProgressSink, progress_record
 from app.spec.model import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")
+MIN_TICK_S = 1.0  # the listener's wake-ups never make looks more frequent than this
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class Watchdog(threading.Thread):
 
     def run(self) -> None:
         while not self._stopped.is_set():
+            started = self.clock()
             try:
                 step = self.tick()
             except Exception:  # never let the watchdog die silently: say why, try again
@@ -222,6 +224,10 @@ class Watchdog(threading.Thread):
                 return
             self.wake.wait(self.period_s)
             self.wake.clear()
+            # a batch every few milliseconds must not become a look (and a record) every few milliseconds
+            rest = min(MIN_TICK_S, self.period_s) - (self.clock() - started)
+            if rest > 0:
+                self._stopped.wait(rest)
 
     def stop(self) -> None:
         self._stopped.set()

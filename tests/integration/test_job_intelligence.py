@@ -229,3 +229,33 @@ def test_partitions_added_while_running_restart_an_auto_sized_query_with_more_sl
         second.stop()
     assert resized["partitions"] == {source: 4}
     assert sorted(out) == sorted(flagged(records) * 2)
+
+
+def test_dropping_the_stateful_step_of_a_query_is_refused_naming_the_field(kafka_broker, kafka_topic, tmp_path):
+    """The checkpoint of an aggregation holds its state; a spec without the aggregation would
+    run on it and silently drop that state: refused before Spark starts."""
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    kafka_broker.produce(source, payments(20))
+    counting = [{"sql": "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY key"}]
+    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", {"microBatch": {"interval": "1s"}},
+                      transforms=counting, outputMode="update")  # fmt: skip
+    first = JobProcess(write_resource(tmp_path / "a.yaml", "counts", spec), tmp_path, env=FAST)
+    try:
+        record = first.wait_for_record(lambda r: r["batchId"] is not None and r["checkpointHolds"]["statefulOperators"],
+                                       240, "a commit with state")  # fmt: skip
+        assert stop(first) == ExitCode.OK
+    finally:
+        first.stop()
+    assert record["checkpointHolds"]["statefulOperators"] == ["stateStoreSave"]
+
+    spec.pop("outputMode")
+    spec["transforms"] = [{"where": "value IS NOT NULL"}]
+    refused = JobProcess(write_resource(tmp_path / "b.yaml", "counts", spec), tmp_path)
+    try:
+        code = refused.wait(120)
+    finally:
+        refused.stop()
+    print(f"exit {code}: {refused.termination_message()}")
+    assert code == ExitCode.INVALID_SPEC
+    assert refused.termination_message().startswith(
+        "INVALID_SPEC: spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave")

@@ -145,3 +145,22 @@ def test_listener_numbers_are_kept_finite():
     rates = ListenerRates()
     rates.update(SimpleNamespace(batchId=7, numInputRows=200, inputRowsPerSecond=float("nan"), processedRowsPerSecond=1234.5678))
     assert rates.latest() == {"batchId": 7, "numInputRows": 200, "inputRowsPerSecond": None, "processedRowsPerSecond": 1234.568}
+
+
+def test_the_watchdog_thread_reports_and_stops_on_a_verdict():
+    from app.pipeline.watchdog import Watchdog
+
+    class Canned(Watchdog):
+        looks = 0
+
+        def observe(self):
+            self.looks += 1  # one second per look
+            return obs(float(self.looks), checkpoint(), earliest={"payments": {0: 0, 1: 0}})
+
+    stream = io.StringIO()
+    dog = Canned(watch(), spec(), ProgressSink(None, stream), broker_timeout_s=30, period_s=0.01)
+    dog.start()
+    dog.join(10)
+    assert not dog.is_alive() and dog.exit[0] is ExitCode.STALLED and dog.looks == 6
+    states = [json.loads(line)["health"]["state"] for line in stream.getvalue().splitlines()]
+    assert states[0] == "Healthy" and states[-1] == "Stalled"
