@@ -487,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             results["modes"][mode] = res
         ok = True
     finally:
+        if args.autogroup_nice:
+            set_autogroup_nice(os.getpid(), 0)  # our session outlives this run: give the weight back
         results["load"] = sampler.stop()
         results["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
         results["finished"] = now_iso()
