@@ -72,8 +72,37 @@ def operator(r: dict) -> str:
     return table(["", "value"], rows) + f"\n\n{load_line({**r, 'load': r.get('loadWholeRun')})}."
 
 
+def tuning(paths: list[Path]) -> str:
+    """One row per labelled run of continuous mode: the setting tried, then p50/p99 at each rate."""
+    rows = []
+    for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):
+        r = json.loads(path.read_text())
+        res = r["modes"].get("continuous")
+        if not res:
+            continue
+        s = r["settings"]
+        tried = [f"{k}={v}" for k, v in s.get("conf", []) + s.get("source_option", []) + s.get("sink_option", [])]
+        steps = {st["offeredRate"]: st for st in res.get("steps", [])}
+        cells = []
+        for rate in (1000, 10000):
+            st = steps.get(rate)
+            cells += [f"{st['latencyMs']['p50']:.0f} / {st['latencyMs']['p99']:.0f}" + ("" if st["sustained"] else " (not sustained)")
+                      if st else "-", st.get("waitingForCpu", {}).get("job") if st else None]  # fmt: skip
+        load = r.get("load") or {}
+        rows.append([r["started"][11:16], r.get("label") or "full run", ", ".join(tried) or "(defaults)", *cells, load.get("load1Mean"),
+                     load.get("cpuPressurePctMean")])  # fmt: skip
+    return table(["UTC", "run", "setting", "1k/s p50 / p99 ms", "job threads waiting", "10k/s p50 / p99 ms",
+                  "job threads waiting", "load1", "CPU pressure %"], rows)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    files = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args[:1] == ["--tuning"]:
+        from bench.common import RESULTS_DIR
+
+        print(tuning([Path(a) for a in args[1:]] or sorted((RESULTS_DIR / "tuning").glob("latency-*.json"))))
+        return 0
+    files = [Path(a) for a in args]
     if not files:
         files = [p for p in (latest_results("latency"), latest_results("recovery-continuous"),
                              latest_results("recovery-microBatch"), latest_results("operator")) if p]  # fmt: skip
