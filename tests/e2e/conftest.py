@@ -77,9 +77,7 @@ def cluster():
     _sigterm_as_interrupt()
     c = create_cluster(provider)
     if provider == "local":  # last resort when even the teardown below cannot run
-        from tests.e2e.cluster.local import cleanup_leftovers
-
-        atexit.register(cleanup_leftovers)
+        atexit.register(c.cleanup_if_still_up)
     c.up()
     try:
         c.kafka_bootstrap = setup(c)

@@ -28,9 +28,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "down":
         if provider == "local":
-            from tests.e2e.cluster.local import cleanup_leftovers
+            from tests.e2e.cluster.local import MachineLock, cleanup_leftovers
 
-            cleanup_leftovers()
+            lock = MachineLock()
+            lock.acquire(timeout=0)  # refuses while a cluster is up: its owner tears it down
+            try:
+                cleanup_leftovers()
+            finally:
+                lock.release()
         else:
             create_cluster(provider).down()
         return 0

@@ -56,6 +56,8 @@ STATE_DIR = Path(os.environ.get("STREAMQ_E2E_STATE_DIR", "/run/streamq-e2e"))
 DATA_DIR = Path(os.environ.get("STREAMQ_E2E_DATA_DIR", "/var/lib/streamq-e2e"))
 CONTAINERD_ROOT = CACHE / "node" / "containerd"  # kept between runs: imported images stay
 STATE_FILE = STATE_DIR / "state.json"
+# One local cluster per machine (fixed names, addresses and dirs): held while one is up.
+LOCK_FILE = Path(os.environ.get("STREAMQ_E2E_LOCK_FILE", "/run/streamq-e2e.lock"))
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 PAUSE_REF = "docker.io/streamq-e2e/pause:1.0"
 # kubelet writes these when it starts (its "kernel tunables"); the cluster needs
@@ -147,10 +149,51 @@ class _NodeApiServer(KubeApiServer):
         super()._start_apiserver(apiserver, deadline)
 
 
+class ClusterBusy(RuntimeError):
+    """Another local cluster is up on this machine."""
+
+
+class MachineLock:
+    """flock on LOCK_FILE: another test run on this machine waits instead of tearing
+    down the cluster it would otherwise take for a crashed run's leftovers."""
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+
+    def acquire(self, timeout: float) -> None:
+        import fcntl
+
+        LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline, told = time.monotonic() + timeout, False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise ClusterBusy(f"another local e2e cluster is up on this machine ({LOCK_FILE}: {holder})") from None
+                if not told:
+                    log(f"another local e2e cluster is up ({holder}); waiting up to {timeout:.0f}s for it to go down")
+                    told = True
+                time.sleep(5)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
 class LocalCluster(Cluster):
     provider = "local"
 
     def __init__(self) -> None:
+        self.lock = MachineLock()
         self.kube: KubeApiServer | None = None
         self.daemons: dict[str, Daemon] = {}
         self.dir: Path | None = None
@@ -161,6 +204,7 @@ class LocalCluster(Cluster):
     def up(self) -> "LocalCluster":
         if os.geteuid() != 0:
             raise RuntimeError("the local provider needs root (containerd, kubelet, iptables)")
+        self.lock.acquire(float(os.environ.get("STREAMQ_E2E_LOCK_TIMEOUT", "3600")))
         cleanup_leftovers()
         t0 = time.monotonic()
         try:
@@ -436,6 +480,12 @@ oom_score = 0
         wait_for(f"node {NODE_NAME} Ready", node_ready, 180, 1, self.diagnostics)
         wait_for("the default ServiceAccount", lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60)
 
+    def cleanup_if_still_up(self) -> None:
+        """At exit: this process's cluster, if down() never ran (the lock is still ours)."""
+        if self.lock.fd is not None:
+            cleanup_leftovers()
+            self.lock.release()
+
     # ------------------------------------------------------------------ node operations
     def node_dir(self, name: str) -> str:
         path = DATA_DIR / "hostpath" / name
@@ -485,6 +535,7 @@ oom_score = 0
             self.kube.stop()
         self.daemons.clear()
         restore_host(self.state)
+        self.lock.release()
         if keep and self.dir is not None:
             log(f"logs kept in {self.dir}")
         log(f"cluster down in {time.monotonic() - t0:.0f}s")
