@@ -93,7 +93,7 @@ def run(args) -> dict[str, Any]:
         mode_run.send_async(args.rate, 24 * 3600, 0)  # steady until halted
         log(f"{args.mode} query running, producing {args.rate:,}/s")
         for kill in range(1, args.kills + 1):
-            caught_up = wait_caught_up(mode_run.received_path, args.restart_timeout)
+            caught_up = wait_caught_up(mode_run.received_path, args.catch_up_timeout, args.caught_up_lag)
             time.sleep(args.steady)
             state = read_checkpoint(str(checkpoint))
             t_kill = time.time_ns()
@@ -185,9 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-timeout", type=float, default=240.0)
     parser.add_argument("--drain-timeout", type=float, default=120.0)
     parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--caught-up-lag", type=float, default=None,
+                        help="output counts as caught up when its newest record is this many seconds old "
+                             "(default 1 for continuous/realTime, 5 for microBatch)")
+    parser.add_argument("--catch-up-timeout", type=float, default=120.0)
     parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
+    if args.caught_up_lag is None:
+        args.caught_up_lag = 5.0 if args.mode == "microBatch" else 1.0
     results = run(args)
     rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToQueryStartedS"], k["restartToFirstOutputS"],
              k["killToFirstOutputS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip

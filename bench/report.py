@@ -82,6 +82,8 @@ def tuning(paths: list[Path]) -> str:
             continue
         s = r["settings"]
         tried = [f"{k}={v}" for k, v in s.get("conf", []) + s.get("source_option", []) + s.get("sink_option", [])]
+        if s.get("autogroup_nice"):
+            tried.append(f"--autogroup-nice {s['autogroup_nice']}")
         steps = {st["offeredRate"]: st for st in res.get("steps", [])}
         cells = []
         for rate in (1000, 10000):
