@@ -9,6 +9,7 @@ API server asks the kubelet for it (tests/integration/kubelet_logs.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from datetime import datetime
 import urllib.request
@@ -17,7 +18,7 @@ import pytest
 
 from app.contract import RESUME_ANNOTATION, ExitCode
 from controller import names
-from tests.integration.jobs import JobProcess, fraud_spec, payments
+from tests.integration.jobs import JobProcess, flagged, fraud_spec, payments
 from tests.integration.kubelet_logs import KubeletLogs
 from tests.support.kube import free_port
 from test_operator_support import (  # noqa: F401  (fixtures)
@@ -133,3 +134,66 @@ def test_the_next_driver_gets_the_offsets_committed_in_status_for_a_lost_checkpo
     cluster.wait_driver("q", 2)
     resume = json.loads(cluster.query_document("q")["metadata"]["annotations"][RESUME_ANNOTATION])
     assert resume == {"startingOffsets": '{"payments":{"0":1200,"1":1187}}', "batchId": 41, "checkpoint": "/checkpoints/q"}
+
+
+def test_a_lost_checkpoint_resumes_from_the_offsets_in_status_and_says_so(
+    cluster, start_operator, kubelet, kafka_broker, kafka_topic, tmp_path
+):
+    """Driver 1 (a real job) commits and the operator keeps its offsets in status; the
+    checkpoint directory is then deleted; driver 2 (a real job, from the document the
+    operator wrote) starts a fresh checkpoint from those offsets: nothing is skipped
+    although startingOffsets is latest, and an event says what happened."""
+    start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    ck = tmp_path / "ck"
+    spec = fraud_spec(kafka_broker.bootstrap, source, sink, ck, {"continuous": {"checkpointInterval": "1s"}},
+                      restartPolicy={"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3})  # fmt: skip
+    spec["source"]["kafka"]["startingOffsets"] = "latest"
+    cluster.apply("q", spec)
+    env = {"STREAMQ_WATCH_PERIOD_SECONDS": "1", "STREAMQ_REPORT_PERIOD_SECONDS": "2"}
+
+    def run_driver(attempt: int) -> tuple[str, JobProcess]:
+        pod = cluster.wait_driver("q", attempt).metadata.name
+        document = tmp_path / f"query-{attempt}.json"
+        document.write_text(json.dumps(cluster.query_document("q")))
+        kubelet.bind(cluster.core, cluster.namespace, pod, kubelet.node)
+        job = JobProcess(document, tmp_path, env=env)
+        kubelet.serve(cluster.namespace, pod, names.DRIVER_CONTAINER, job.log_path)
+        cluster.pod_runs(pod)
+        return pod, job
+
+    pod, first = run_driver(1)
+    try:
+        first.wait_for_record(lambda r: r["batchId"] is not None, 300, "a first commit")
+        before = payments(30)
+        kafka_broker.produce(source, before)
+        status = cluster.wait_status("q", lambda s: sum((s.get("progress") or {}).get("committedOffsets", {}).get(source, {}).values()) >= 30,
+                                     timeout=120, what="the committed offsets in status")  # fmt: skip
+        first.signal(15)
+        code = first.wait(90)
+    finally:
+        first.stop()
+    in_status = status["progress"]["committedOffsets"][source]
+    shutil.rmtree(ck)  # the volume is gone
+    during = payments(30, start=30)
+    kafka_broker.produce(source, during)  # while no driver runs and no checkpoint exists
+    cluster.pod_dies(pod, 70, "QUERY_FAILED: the checkpoint volume went away")
+
+    pod, second = run_driver(2)
+    try:
+        annotation = json.loads(cluster.query_document("q")["metadata"]["annotations"][RESUME_ANNOTATION])
+        handed_on = json.loads(annotation["startingOffsets"])[source]
+        assert annotation["checkpoint"] == str(ck) and set(handed_on) == set(in_status)
+        assert all(handed_on[p] >= in_status[p] for p in in_status)  # the newest the operator had read
+        event = cluster.wait_event("q", "CheckpointLost", timeout=300)
+        out = kafka_broker.consume_all(sink, timeout=120, expected_count=len(flagged(before + during)), decode=True)
+        status = cluster.status("q")
+        second.signal(15)
+        second.wait(90)
+    finally:
+        second.stop()
+    print(f"first driver exited {code} with {in_status} in status; {len(during)} records while the checkpoint was gone; "
+          f"event: {event.message}; {len(set(out))} of {len(flagged(before + during))} flagged written")
+    assert event.type == "Warning" and f"the checkpoint at {ck} was missing" in event.message and "nothing skipped" in event.message
+    assert status["progress"]["recovered"]["reason"] == "missing"
+    assert set(flagged(before + during)) <= set(out), "records produced while the checkpoint was gone were skipped"
