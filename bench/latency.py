@@ -12,11 +12,16 @@ job as it ships (``python -m app`` on a generated spec, the default trigger sett
 of each mode): the fraud filter of the integration tests (a ``where`` on a field of
 the JSON value, then a projection), which passes 9 records in 10 here.
 
-Modes: ``continuous`` (searches the highest rate it sustains by stepping up),
-``baseline`` (producer -> consumer through the same broker, no Spark: the floor),
-``microBatch`` (interval 0) and ``realTime``; the last three run 1k, 10k and the rate
-continuous mode sustained. Each step is a warm-up (excluded) then a measurement
-window. Everything runs on loopback: the broker is started here and stopped at the end.
+Modes, in this order: ``baseline`` (producer -> consumer through the same broker, no
+Spark: the floor) and ``continuous`` both step the rate up (--rates, then 20k, 30k, ...)
+until a step is not sustained; ``microBatch`` (interval 0) and ``realTime`` run --rates
+and the highest rate continuous mode sustained. Each step is a warm-up (excluded) then
+a measurement window. Sustained = the producer reached 95 % of the offered rate, the
+output 95 % of the expected rate, every record arrived within --drain-timeout, and the
+median latency did not double from the first half of the window to the second (it
+says the query keeps up, not that its latency is low). Everything runs on loopback:
+the broker is started here and stopped at the end. Results: bench/results/latency-*.json
+(bench/results/tuning/ with --label), plots in docs/img/ (``python -m bench.plots``).
 """
 
 from __future__ import annotations
