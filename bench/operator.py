@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -234,6 +235,10 @@ def run(args) -> dict[str, Any]:
         if operator is not None:
             operator.stop()
         kube.stop()
+        if operator is not None and not operator.exited and "operatorRss" in results:
+            shutil.rmtree(workdir, ignore_errors=True)  # kept (with operator.log) when the run failed
+        else:
+            log(f"kept {workdir} for the operator's log")
         results["loadWholeRun"] = sampler.stop()
         results["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
         results["finished"] = now_iso()
