@@ -235,7 +235,7 @@ def run(args) -> dict[str, Any]:
         if operator is not None:
             operator.stop()
         kube.stop()
-        if operator is not None and not operator.exited and "operatorRss" in results:
+        if "operatorRss" in results:  # the run got to the end
             shutil.rmtree(workdir, ignore_errors=True)  # kept (with operator.log) when the run failed
         else:
             log(f"kept {workdir} for the operator's log")
