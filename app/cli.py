@@ -106,7 +106,7 @@ def inspect_checkpoint(
 ) -> None:
     """The last committed epoch/batch, its offsets, the batch in flight and their ages."""
     from app.checkpoint import CheckpointError, read_checkpoint
-    from app.inspect import describe, lag_against, render_tables
+    from app.inspector import describe, lag_against, render_tables
 
     try:
         state = read_checkpoint(location)
