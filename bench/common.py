@@ -250,16 +250,8 @@ def log(message: str) -> None:
 
 
 def kafka_broker(workdir: Path):
-    """tests/support/kafka.py's KafkaBroker in ``workdir``. Its random cluster id can start
-    with "-", which kafka-storage's argument parser takes for an option (1 start in 64
-    fails); the benchmarks draw again until it does not."""
-    import base64
-    import uuid
-
+    """tests/support/kafka.py's KafkaBroker in ``workdir``."""
     from tests.support.kafka import KafkaBroker
 
-    broker = KafkaBroker(workdir=workdir)
-    while broker.cluster_id.startswith("-"):
-        broker.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    return broker
+    return KafkaBroker(workdir=workdir)
 

@@ -179,6 +179,15 @@ def _kill_leftovers() -> None:  # a crashed test run must not leave brokers behi
 # -------------------------------------------------------------------- broker
 
 
+def new_cluster_id() -> str:
+    """16 random bytes, URL-safe base64 without padding, as Kafka wants; never
+    starting with '-', which the storage tool would read as an option."""
+    while True:
+        candidate = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not candidate.startswith("-"):
+            return candidate
+
+
 class KafkaBroker:
     """One KRaft node (broker + controller) on 127.0.0.1.
 
@@ -214,7 +223,7 @@ class KafkaBroker:
         self.heap = heap
         self.start_timeout = float(start_timeout or os.environ.get("STREAMQ_KAFKA_START_TIMEOUT", 90))
         self.extra_properties = dict(extra_properties or {})
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self.cluster_id = new_cluster_id()
         self.process: subprocess.Popen | None = None
         self._formatted = False
         self._removed = False
