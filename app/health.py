@@ -119,7 +119,7 @@ def judge(waiting_s: float, stall_after_s: float, total_lag: int | None, last_co
         since = f"epoch/batch {last_committed}" if last_committed is not None else "the query started"
         return Verdict(
             HealthState.STALLED,
-            f"no commit for {waiting_s:.0f}s (limit {stall_after_s:g}s) since {since} while {total_lag} "
+            f"no commit for {waiting_s:.1f}s (limit {stall_after_s:g}s) since {since} while {total_lag} "
             "record(s) wait in the source",
             waiting_s,
         )

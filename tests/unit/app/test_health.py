@@ -61,7 +61,7 @@ def test_a_resumed_query_does_not_count_its_old_commit_as_new():
 def test_judge():
     assert judge(30.0, 10.0, 5, 3).state is HealthState.STALLED
     verdict = judge(30.0, 10.0, 5, None)
-    assert "no commit for 30s (limit 10s) since the query started while 5 record(s) wait" in verdict.message
+    assert "no commit for 30.0s (limit 10s) since the query started while 5 record(s) wait" in verdict.message
     assert judge(30.0, 10.0, 0, 3).state is HealthState.HEALTHY
     assert judge(5.0, 10.0, 5, 3).state is HealthState.HEALTHY
     assert judge(30.0, 10.0, None, 3).state is HealthState.UNKNOWN

@@ -49,7 +49,7 @@ def test_a_query_that_never_commits_while_input_waits_is_stalled_after_the_windo
     assert record["health"] == {"state": "Healthy", "message": "", "waitingSeconds": 1.0, "stallAfterSeconds": 5.0}
     assert w.step(obs(4.0, checkpoint())).exit is None
     stalled = w.step(obs(6.0, checkpoint()))
-    assert stalled.exit == (ExitCode.STALLED, "stalled: no commit for 6s (limit 5s) since the query started while 200 record(s) wait in the source")
+    assert stalled.exit == (ExitCode.STALLED, "stalled: no commit for 6.0s (limit 5s) since the query started while 200 record(s) wait in the source")
     assert stalled.record["health"]["state"] == "Stalled"
 
 
