@@ -54,7 +54,7 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
     time.sleep(1)
     second = JobProcess(spec_path, tmp_path)
     try:
-        second.wait_for_progress(timeout=120)
+        second.wait_for_progress(timeout=300)
         producer.stop()
         expected = set(flagged(producer.sent))
         deadline = time.monotonic() + 120
