@@ -35,7 +35,7 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
     first = JobProcess(spec_path, tmp_path)
     try:
         # Mid-stream: epochs with data have been committed, and more keeps coming.
-        _wait_for_committed_input(tmp_path / "ck", source, at_least=100, timeout=120)
+        _wait_for_committed_input(tmp_path / "ck", source, at_least=100, timeout=300)
         if how == "SIGTERM":
             first.signal(signal.SIGTERM)
             assert first.wait(60) == ExitCode.OK, first.log()[-3000:]
@@ -111,7 +111,7 @@ def test_broker_going_away_mid_run_fails_the_job_with_a_reason(kafka_broker_fact
     spec_path = write_resource(tmp_path / "q.yaml", "brokergone", fraud_spec(broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS))
     job = JobProcess(spec_path, tmp_path, env={"STREAMQ_BROKER_TIMEOUT_SECONDS": "10"})
     try:
-        job.wait_for_progress(timeout=120, min_batch=1)
+        job.wait_for_progress(timeout=300, min_batch=1)
         broker.kill()
         started = time.monotonic()
         code = job.wait(120)
