@@ -9,7 +9,8 @@
 #     containerd, runc, CNI plugins  Debian packages (apt-get), plus iptables and conntrack
 #     the pause image                tests/e2e/cluster/images/pause.c, gcc -static, packed as
 #                                    node/images/pause-<hash>.tar (streamq-e2e/pause:1.0)
-#     CoreDNS                        built from source through the Go module proxy:
+#     CoreDNS                        built from source through the Go module proxy, with the
+#                                    plugins the cluster uses (tests/e2e/cluster/images/coredns/):
 #                                    coredns/<version>/coredns, packed as
 #                                    node/images/coredns-<version>.tar (streamq-e2e/coredns:<version>)
 #
@@ -130,21 +131,32 @@ if [[ ! -s "$PAUSE_TAR" ]]; then
 fi
 
 # ------------------------------------------------------------ CoreDNS
-if [[ ! -x "$COREDNS_BIN" ]]; then
+# Only the plugins the cluster's Corefile uses (tests/e2e/cluster/images/coredns/main.go),
+# in a wrapper module that requires CoreDNS at the pinned version: `go install
+# github.com/coredns/coredns@v` works too, but links every plugin (cloud SDKs,
+# tracing...) and takes several times longer cold.
+COREDNS_MAIN="$ROOT/tests/e2e/cluster/images/coredns/main.go"
+coredns_inputs() { printf '%s %s\n' "$COREDNS_VERSION" "$(sha256sum < "$COREDNS_MAIN" | cut -d' ' -f1)"; }
+if [[ ! -x "$COREDNS_BIN" || "$(cat "$COREDNS_BIN.inputs" 2>/dev/null)" != "$(coredns_inputs)" ]]; then
   command -v go >/dev/null 2>&1 || PATH=/usr/local/go/bin:$PATH
   command -v go >/dev/null 2>&1 || die "go not found (needed to build CoreDNS)"
-  log "building CoreDNS $COREDNS_VERSION from source (cold: several minutes)"
+  log "building CoreDNS $COREDNS_VERSION from source (cold: minutes)"
   t1=$SECONDS
-  mkdir -p "$COREDNS_DIR"
-  # CoreDNS's module has no replace directives: `go install module@version` builds it.
+  src="$COREDNS_DIR/src"
+  rm -rf "$src"; mkdir -p "$src"
+  cp "$COREDNS_MAIN" "$src/main.go"
+  printf 'module streamq.local/e2e-coredns\n\ngo 1.24.0\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" > "$src/go.mod"
   # Its module cache is shared with the Kubernetes builds (many common modules).
   (
     export GOMODCACHE="$CACHE/kube/go/mod" GOCACHE="$CACHE/coredns/go-build" GOPATH="$CACHE/coredns/gopath" \
-      GOBIN="$COREDNS_DIR/.bin" GOTOOLCHAIN="${STREAMQ_GOTOOLCHAIN:-local}" GOFLAGS=-buildvcs=false \
-      GOWORK=off CGO_ENABLED=0
-    go install -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION" 9>&- 8>&-
+      GOTOOLCHAIN="${STREAMQ_GOTOOLCHAIN:-local}" GOFLAGS=-buildvcs=false GOWORK=off CGO_ENABLED=0
+    cd "$src"
+    go mod tidy 8>&-
+    go build -trimpath -ldflags "-s -w" -o "$COREDNS_BIN.new" . 8>&-
   )
-  mv "$COREDNS_DIR/.bin/coredns" "$COREDNS_BIN"
+  "$COREDNS_BIN.new" -plugins | grep -qx 'kubernetes' || die "the CoreDNS build has no kubernetes plugin"
+  mv "$COREDNS_BIN.new" "$COREDNS_BIN"
+  coredns_inputs > "$COREDNS_BIN.inputs"
   log "CoreDNS built in $((SECONDS - t1)) s"
 fi
 if [[ ! -s "$COREDNS_TAR" || "$COREDNS_TAR" -ot "$COREDNS_BIN" ]]; then
