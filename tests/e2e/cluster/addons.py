@@ -57,7 +57,7 @@ def check_dns(cluster: Cluster) -> None:
     cluster.kubectl("-n", E2E_NAMESPACE, "delete", "pod", "dns-check", "--wait=false")
     if phase != "Succeeded":
         raise RuntimeError(f"in-cluster DNS / Service check failed:\n{logs}")
-    log("DNS: " + " | ".join(line for line in logs.splitlines() if line.strip()))
+    log("DNS: " + " | ".join(line for line in logs.splitlines() if line.strip() and "not yet" not in line))
 
 
 def deploy_kafka(cluster: Cluster) -> str:
