@@ -25,5 +25,5 @@ fi
 echo "bootstrap: installing Python dependencies into $VENV (pyspark is large: a minute or two the first time)" >&2
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[dev,objectstore]"
 echo "$want" > "$stamp"
