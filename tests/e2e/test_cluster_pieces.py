@@ -1,0 +1,80 @@
+"""Pure pieces of the e2e cluster code (no cluster, no root): provider choice, the
+image packer, image names as containerd records them, the iptables filter."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from tests.e2e.cluster import choose_provider
+from tests.e2e.cluster.images.pack import docker_archive
+from tests.e2e.cluster.local import OUR_CHAINS, _archive_refs
+
+pytestmark = pytest.mark.unit
+
+
+def test_provider_forced_by_env(monkeypatch):
+    monkeypatch.setenv("STREAMQ_E2E_PROVIDER", "local")
+    assert choose_provider() == "local"
+    monkeypatch.setenv("STREAMQ_E2E_PROVIDER", "kind")
+    assert choose_provider() == "kind"
+    monkeypatch.setenv("STREAMQ_E2E_PROVIDER", "minikube")
+    with pytest.raises(ValueError, match="kind, local"):
+        choose_provider()
+
+
+def test_auto_provider_is_kind_only_when_docker_answers(monkeypatch):
+    monkeypatch.delenv("STREAMQ_E2E_PROVIDER", raising=False)
+    monkeypatch.setattr("tests.e2e.cluster.docker_works", lambda: False)
+    assert choose_provider() == "local"
+    monkeypatch.setattr("tests.e2e.cluster.docker_works", lambda: True)
+    assert choose_provider() == "kind"
+
+
+def test_docker_archive_is_reproducible_and_loadable(tmp_path):
+    binary = tmp_path / "pause"
+    binary.write_bytes(b"\x7fELF not really")
+    first = docker_archive(tmp_path / "a.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535")
+    second = docker_archive(tmp_path / "b.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535")
+    assert first == second
+    assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        assert manifest[0]["RepoTags"] == ["streamq-e2e/pause:1.0"]
+        config = json.load(tar.extractfile(manifest[0]["Config"]))
+        assert config["config"]["Entrypoint"] == ["/pause"] and config["config"]["User"] == "65535:65535"
+        layer = tarfile.open(fileobj=tar.extractfile(manifest[0]["Layers"][0]))
+        member = layer.getmember("pause")
+        assert member.mode == 0o755 and member.uid == 0 and layer.extractfile(member).read() == binary.read_bytes()
+    assert _archive_refs(tmp_path / "a.tar") == ["docker.io/streamq-e2e/pause:1.0"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "ref"),
+    [
+        ("streamq:0.1.0", "docker.io/library/streamq:0.1.0"),
+        ("team/streamq:1", "docker.io/team/streamq:1"),
+        ("localhost/streamq:1", "localhost/streamq:1"),
+        ("registry.example:5000/streamq:1", "registry.example:5000/streamq:1"),
+    ],
+)
+def test_archive_names_as_containerd_records_them(tmp_path, tag, ref):
+    binary = tmp_path / "f"
+    binary.write_bytes(b"x")
+    docker_archive(tmp_path / "i.tar", tag, [("/f", binary, 0o644)], ["/f"])
+    assert _archive_refs(tmp_path / "i.tar") == [ref]
+
+
+def test_teardown_removes_only_cluster_rules():
+    dump = [
+        ":KUBE-SERVICES - [0:0]",
+        "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
+        "-A FORWARD -j STREAMQ-E2E",
+        "-A POSTROUTING -s 10.244.0.2/32 -j CNI-abc123",
+        "-A INPUT -p tcp --dport 22 -j ACCEPT",
+        ":DOCKER-USER - [0:0]",
+    ]
+    kept = [line for line in dump if not OUR_CHAINS.search(line)]
+    assert kept == ["-A INPUT -p tcp --dport 22 -j ACCEPT", ":DOCKER-USER - [0:0]"]
