@@ -34,7 +34,8 @@ unit: setup
 integration: setup jars kube
 	$(PYTEST) -m integration
 
-e2e: setup jars kube image
+e2e: setup jars kube
+	@hack/install-node.sh
 	$(PYTEST) -m e2e
 
 # Everything: the tool installs are idempotent and cached under ~/.cache/streamq.
