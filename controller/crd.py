@@ -114,7 +114,7 @@ class _Converter:
             out = self.convert(options[0])
             if node.get("description"):
                 out["description"] = node["description"]
-            # null keeps a meaning only where the default is not null (maxRestarts: null = unlimited);
+            # null keeps a meaning only where the default is not null;
             # elsewhere the API server drops the null and the model's default applies.
             if nullable and node.get("default") is not None:
                 out["nullable"] = True

@@ -518,7 +518,7 @@ def _failed(d: _Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
         d.event("Warning", Reason.RESTART_POLICY_NEVER, f"driver {x.name} failed ({text}); restartPolicy Never")
         d.phase(Phase.FAILED, Reason.RESTART_POLICY_NEVER, f"driver {x.name} failed and restartPolicy is Never: {text}")
         return d.finish("fail")
-    if policy.max_restarts is not None and old.restarts >= policy.max_restarts:
+    if policy.restart_limit is not None and old.restarts >= policy.restart_limit:
         message = f"gave up after {old.restarts} restart(s) (maxRestarts {policy.max_restarts}): {text}"
         d.event("Warning", Reason.RESTART_LIMIT, f"driver {x.name} failed; {message}")
         d.phase(Phase.FAILED, Reason.RESTART_LIMIT, message)
@@ -529,7 +529,7 @@ def _failed(d: _Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
     d.status.restarts = restarts
     d.status.next_restart_time = format_time(next_at)
     d.restarted = True
-    limit = f"/{policy.max_restarts}" if policy.max_restarts is not None else ""
+    limit = f"/{policy.restart_limit}" if policy.restart_limit is not None else ""
     d.event("Warning", reason, f"driver {x.name} {'disappeared' if reason == Reason.DRIVER_LOST else 'ended'} ({text}); "
                                f"restart {restarts}{limit} in {delay:g}s from the checkpoint")  # fmt: skip
     d.phase(Phase.RESTARTING, reason, f"restart {restarts}{limit} at {d.status.next_restart_time}: {text}")

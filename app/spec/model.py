@@ -307,9 +307,17 @@ class Backoff(Model):
 
 class RestartPolicy(Model):
     type: RestartType = RestartType.ALWAYS
-    max_restarts: int | None = Field(default=10, ge=0, description="null: unlimited.")
+    # -1 rather than null for "unlimited": kubectl apply reads null as "remove the field".
+    max_restarts: int = Field(
+        default=10, ge=-1, description="Consecutive failed runs before Failed; -1: unlimited."
+    )
     backoff: Backoff = Field(default_factory=Backoff)
     stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
+
+    @property
+    def restart_limit(self) -> int | None:
+        """The limit, or None when unlimited."""
+        return None if self.max_restarts < 0 else self.max_restarts
 
 
 class OnStall(StrEnum):

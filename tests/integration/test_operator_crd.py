@@ -88,8 +88,8 @@ INVALID = [
      'spec.outputMode: Unsupported value: "sideways"'),
     ("unknown field", spec_with(sourse={"rate": {}}),
      'unknown field "spec.sourse"'),
-    ("negative maxRestarts", spec_with(restartPolicy={"maxRestarts": -1}),
-     "spec.restartPolicy.maxRestarts in body should be greater than or equal to 0"),
+    ("maxRestarts below -1", spec_with(restartPolicy={"maxRestarts": -2}),
+     "spec.restartPolicy.maxRestarts in body should be greater than or equal to -1"),
     ("memory that is not a quantity", spec_with(**{"runtime.driver": {"memory": "lots"}}),
      "spec.runtime.driver.memory in body should match"),
     ("too many transforms", spec_with(transforms=[{"where": "value > 0"}] * 65),
@@ -109,7 +109,7 @@ def test_the_api_server_refuses_with_kubectls_message(cluster, case, spec, messa
 
 VALID = [
     ("the base", spec_with()),
-    ("null maxRestarts means unlimited", spec_with(restartPolicy={"maxRestarts": None})),
+    ("maxRestarts -1 means unlimited", spec_with(restartPolicy={"maxRestarts": -1})),
     ("kafka to kafka in real-time mode", spec_with(
         source={"kafka": KAFKA}, sink={"kafka": {"bootstrapServers": "a:1,b:2", "topic": "out"}},
         trigger={"realTime": {"batchDuration": "5s"}}, outputMode="update")),
@@ -134,9 +134,7 @@ def test_valid_specs_are_accepted_and_stored_as_given(cluster, case, spec):
     assert cluster.get(name)["spec"] == spec  # nothing pruned, nothing defaulted
 
 
-def test_kubectl_apply_drops_a_null_max_restarts(cluster):
-    """`maxRestarts: null` (unlimited) survives the API (the field is nullable), but kubectl
-    apply reads null as "remove this field", so the default (10) applies: a limit of the
-    model's null-means-unlimited choice worth knowing."""
-    cluster.apply("nulls", spec_with(restartPolicy={"maxRestarts": None}))
-    assert cluster.get("nulls")["spec"]["restartPolicy"] == {}
+def test_kubectl_apply_keeps_unlimited_max_restarts(cluster):
+    """Unlimited is -1, not null: kubectl apply reads null as "remove this field"."""
+    cluster.apply("unlimited", spec_with(restartPolicy={"maxRestarts": -1}))
+    assert cluster.get("unlimited")["spec"]["restartPolicy"] == {"maxRestarts": -1}

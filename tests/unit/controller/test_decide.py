@@ -178,6 +178,19 @@ def test_max_restarts_zero_fails_on_the_first_failure():
     assert w.reconcile().status.phase is Phase.FAILED
 
 
+def test_max_restarts_minus_one_never_gives_up():
+    w = World(base_spec(**{"restartPolicy.maxRestarts": -1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"}}))
+    w.reconcile()
+    for _ in range(15):  # beyond the default limit of 10
+        w.driver_exits(70)
+        d = w.reconcile()
+        assert d.status.phase is Phase.RESTARTING
+        assert "restart " in d.status.message and "/" not in d.status.message.split(" at ")[0]
+        w.advance(1)
+        w.settle()
+    assert w.status.restarts == 15
+
+
 @pytest.mark.parametrize(("code", "reason"), [(64, Reason.INVALID_SPEC), (65, Reason.QUERY_REFUSED)])
 def test_exit_64_and_65_mean_invalid_and_are_never_retried(code, reason):
     w = World()
