@@ -118,6 +118,35 @@ def local_path(location: str | os.PathLike) -> str | None:
     return text if parsed.scheme == "" else None
 
 
+def unwritable(location: str | os.PathLike) -> str | None:
+    """Why this process cannot write a local checkpoint location, or None when it can
+    (or the location is remote: Spark finds out itself). Checked before Spark starts,
+    because Spark's own error for it is an IOException deep in a stack trace."""
+    path = local_path(location)
+    if path is None:
+        return None
+    existing = Path(path)
+    try:
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if os.access(existing, os.W_OK | os.X_OK) and existing.is_dir():
+            return None
+        info = existing.stat()
+    except PermissionError as exc:  # an ancestor this user may not even look into
+        return f"cannot write checkpoint {path}: {exc.strerror}: {exc.filename} (this job runs as uid {os.getuid()})"
+    what = "directory" if existing.is_dir() else "file (not a directory)"
+    hint = (
+        "a hostPath volume is created owned by root: create the directory owned by the driver's user, "
+        "or use a PersistentVolumeClaim (fsGroup applies to it)"
+        if existing.is_dir()
+        else "point checkpoint.location at a directory"
+    )
+    return (
+        f"cannot write checkpoint {path}: {what} {existing} is owned by uid {info.st_uid} with mode "
+        f"{info.st_mode & 0o7777:04o} and this job runs as uid {os.getuid()}; {hint}"
+    )
+
+
 def open_location(location: str | os.PathLike) -> tuple[Files, str]:
     """The filesystem and the path in it for a checkpoint location."""
     path = local_path(location)

@@ -40,6 +40,7 @@ class ExitCode(IntEnum):
     QUERY_REFUSED = 65  # Spark's analyser refused the query: fix the resource
     SOURCE_UNAVAILABLE = 69  # broker unreachable or topic missing at start: retry
     QUERY_FAILED = 70  # the query died while running: restart from the checkpoint
+    CHECKPOINT_UNWRITABLE = 73  # the checkpoint location cannot be written (permissions): retry after a fix
     STALLED = 75  # no commit while input waited (spec.health): restart from the checkpoint
     PARTITIONS_CHANGED = 76  # the source gained partitions the slots cannot hold: restart, sized again
     INTERRUPTED = 130  # SIGINT

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint
+from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint, unwritable
 from app.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode
 from app.failures import classify, one_line
@@ -121,6 +121,9 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     if partitions:
         log.info("source partitions: %s; task slots: %d%s", partitions, slots, " (sized for them)" if spec.runtime.auto_sized else "")
 
+    cannot_write = unwritable(spec.checkpoint.location)
+    if cannot_write:
+        return finish(ExitCode.CHECKPOINT_UNWRITABLE, cannot_write, options)
     spec, state, refused = _checkpoint_gate(spec)
     if refused:
         return finish(ExitCode.INVALID_SPEC, refused, options)

@@ -491,8 +491,11 @@ def _ended(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         d.event("Warning", reason, f"driver {current.name} refused the query, not retrying: {text}")
         d.phase(Phase.INVALID, reason, f"the query cannot run (fix the spec): {text}")
         return d.finish("invalid")
-    reason = {ExitCode.STALLED: Reason.STALLED, ExitCode.PARTITIONS_CHANGED: Reason.PARTITIONS_CHANGED}.get(
-        current.exit_code, Reason.DRIVER_FAILED)  # fmt: skip
+    reason = {
+        ExitCode.STALLED: Reason.STALLED,
+        ExitCode.PARTITIONS_CHANGED: Reason.PARTITIONS_CHANGED,
+        ExitCode.CHECKPOINT_UNWRITABLE: Reason.CHECKPOINT_UNWRITABLE,
+    }.get(current.exit_code, Reason.DRIVER_FAILED)
     return _failed(d, current, run_spec, reason=reason)
 
 

@@ -11,8 +11,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from app.contract import ExitCode
 from controller import names
 from controller.status import parse_time
+
+# Kubelet's FallbackToLogsOnError: the last 80 log lines, cut to 2048 bytes.
+_LOG_FALLBACK_BYTES = 2048
+_LOG_TAIL_LINES = 5
+_LOG_TAIL_CHARS = 600
 
 
 class DriverPhase(StrEnum):
@@ -77,6 +83,24 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
     return statuses[0] if statuses else None
 
 
+def termination_message(raw: str | None) -> str | None:
+    """The job's own message ("QUERY_FAILED: ...") as written; otherwise the kubelet's
+    log fallback (a crash before the job could write one, or a SIGKILL), trimmed to its
+    last few whole lines, which is where a traceback's exception or the last error is."""
+    if not raw or not raw.strip():
+        return None
+    if raw.split(":", 1)[0] in ExitCode.__members__:
+        return raw.strip()
+    lines = raw.splitlines()
+    if len(raw.encode()) >= _LOG_FALLBACK_BYTES - 8 and len(lines) > 1:
+        lines = lines[1:]  # cut by bytes: the first line starts mid-way
+    tail = [line.rstrip() for line in lines if line.strip()][-_LOG_TAIL_LINES:]
+    text = " | ".join(tail)
+    if len(text) > _LOG_TAIL_CHARS:
+        text = "..." + text[-_LOG_TAIL_CHARS:].split(" ", 1)[-1]
+    return f"log tail: {text}" if text else None
+
+
 def driver_from_pod(pod: dict[str, Any]) -> Driver:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     try:
@@ -95,7 +119,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
             term = state["terminated"]
             exit_code = term.get("exitCode")
             reason = term.get("reason")
-            message = (term.get("message") or "").strip() or None
+            message = termination_message(term.get("message"))
             started_at, finished_at = parse_time(term.get("startedAt")), parse_time(term.get("finishedAt"))
         elif state.get("running"):
             started_at = parse_time(state["running"].get("startedAt"))

@@ -47,6 +47,7 @@ class Reason(StrEnum):
     QUERY_REFUSED = "QueryRefused"
     STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
     PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again
+    CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  # the driver's user cannot write the checkpoint volume
     CHECKPOINT_LOST = "CheckpointLost"  # the job started a fresh checkpoint from the offsets in status
     RESTART_LIMIT = "RestartLimitReached"
     RESTART_POLICY_NEVER = "RestartPolicyNever"

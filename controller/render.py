@@ -139,6 +139,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
         "spark.executor.instances": str(ex.instances),
         "spark.executor.cores": str(ex.cores),
         "spark.executor.memory": spark_memory(ex.memory),
+        **({"spark.kubernetes.executor.request.cores": ex.core_request} if ex.core_request else {}),
         "spark.kubernetes.namespace": run.namespace,
         "spark.kubernetes.container.image": image_of(run.spec, settings),
         "spark.kubernetes.container.image.pullPolicy": settings.image_pull_policy,
@@ -321,7 +322,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "args": ["job", SPEC_PATH],  # the image's entrypoint (under tini): python -m app SPEC_PATH
         "env": driver_env(run),
         "resources": {
-            "requests": {"cpu": str(drv.cores), "memory": drv.memory},
+            "requests": {"cpu": drv.cpu_request, "memory": drv.memory},
             "limits": {"memory": drv.memory},
         },
         "volumeMounts": mounts,
@@ -363,6 +364,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
     driver_labels = names.labels(run.query, names.COMPONENT_DRIVER, run.attempt)
     driver: dict[str, Any] = {
         "cores": rt.driver.cores,
+        **({"coreRequest": rt.driver.core_request} if rt.driver.core_request else {}),
         "memory": spark_memory(rt.driver.memory),
         "labels": driver_labels,
         "annotations": _run_annotations(run),
@@ -377,6 +379,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         driver["serviceAccount"] = account
     executor: dict[str, Any] = {
         "cores": rt.executors.cores,
+        **({"coreRequest": rt.executors.core_request} if rt.executors.core_request else {}),
         "memory": spark_memory(rt.executors.memory),
         "labels": names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt),
         "podSecurityContext": pod_security_context(settings),

@@ -249,14 +249,26 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
 Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
 
 
+CORE_REQUEST_DESCRIPTION = (
+    "CPU the pod requests from the scheduler, a quantity such as 500m; unset: `cores`. "
+    "Lower it to pack pods onto small nodes; Spark still runs `cores` tasks at once."
+)
+
+
 class DriverResources(Model):
     cores: int = Field(default=1, ge=1)
+    core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
     memory: Quantity = "1Gi"
+
+    @property
+    def cpu_request(self) -> str:
+        return self.core_request or str(self.cores)
 
 
 class ExecutorResources(Model):
     instances: int = Field(default=0, ge=0, description="0 runs Spark local[parallelism] inside the driver pod.")
     cores: int = Field(default=1, ge=1)
+    core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
     memory: Quantity = "1Gi"
 
 

@@ -1,10 +1,13 @@
 import json
 import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from app.checkpoint import CheckpointError, local_path, read_checkpoint
+from app.checkpoint import CheckpointError, local_path, read_checkpoint, unwritable
 
 pytestmark = pytest.mark.unit
 
@@ -141,3 +144,43 @@ def test_without_fsspec_an_object_store_is_a_clear_error_and_local_paths_still_w
 def test_local_path():
     assert local_path("/a/b") == "/a/b" and local_path("file:///a/b") == "/a/b" and local_path("ck") == "ck"
     assert local_path("s3a://bucket/a") is None and local_path("hdfs://nn/a") is None
+
+
+def _unwritable_as(uid: int, location: str) -> str:
+    """unwritable() in a forked child that became ``uid``: root may write anywhere, the driver (uid 1000) may not."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to the driver's user, answer, leave without running pytest's cleanup
+        try:
+            os.close(read_end)
+            os.setgid(uid)
+            os.setuid(uid)
+            os.write(write_end, (unwritable(location) or "").encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        text = answer.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to the driver's uid needs root")
+def test_a_root_owned_directory_is_unwritable_for_the_driver_and_the_reason_says_why(tmp_path, request):
+    # pytest's tmp_path sits under a 0700 directory: the driver's user could not even look in.
+    assert "Permission denied" in _unwritable_as(1000, str(tmp_path / "cp"))
+    owned_by_root = Path(tempfile.mkdtemp(prefix="streamq-hostpath-"))
+    os.chmod(owned_by_root, 0o755)
+    request.addfinalizer(lambda: shutil.rmtree(owned_by_root))
+    reason = _unwritable_as(1000, str(owned_by_root / "query" / "cp"))
+    assert f"directory {owned_by_root} is owned by uid 0 with mode 0755" in reason
+    assert "runs as uid 1000" in reason and "hostPath" in reason
+    os.chown(owned_by_root, 1000, 1000)
+    assert _unwritable_as(1000, str(owned_by_root / "query" / "cp")) == ""
+
+
+def test_a_file_where_the_checkpoint_directory_should_be_is_unwritable(tmp_path):
+    (tmp_path / "cp").write_text("not a directory")
+    assert "file (not a directory)" in unwritable(str(tmp_path / "cp"))
+    assert unwritable(str(tmp_path / "new" / "cp")) is None
+    assert unwritable("s3a://bucket/cp") is None  # Spark reports remote stores itself

@@ -191,6 +191,16 @@ def test_max_restarts_minus_one_never_gives_up():
     assert w.status.restarts == 15
 
 
+def test_an_unwritable_checkpoint_is_retried_and_named():
+    w = World()
+    w.reconcile()
+    w.driver_exits(73, "CHECKPOINT_UNWRITABLE: cannot write checkpoint /checkpoints/q: directory /checkpoints is owned by uid 0")
+    d = w.reconcile()
+    assert d.status.phase is Phase.RESTARTING and d.status.last_failure.reason == Reason.CHECKPOINT_UNWRITABLE
+    assert "exit 73 (CHECKPOINT_UNWRITABLE)" in d.status.message and "owned by uid 0" in d.status.message
+    assert event_reasons(d) == [Reason.CHECKPOINT_UNWRITABLE]
+
+
 @pytest.mark.parametrize(("code", "reason"), [(64, Reason.INVALID_SPEC), (65, Reason.QUERY_REFUSED)])
 def test_exit_64_and_65_mean_invalid_and_are_never_retried(code, reason):
     w = World()

@@ -211,6 +211,26 @@ def test_spark_application_exact_fields():
     assert "spark.driver.host" not in conf and "spark.driver.memory" not in conf  # spark-operator's job
 
 
+def test_core_request_lowers_what_pods_ask_the_scheduler_for_not_the_task_slots():
+    resources = {"runtime.driver": {"cores": 1, "coreRequest": "250m"},
+                 "runtime.executors": {"instances": 2, "cores": 2, "coreRequest": "500m"}}  # fmt: skip
+    run = make_run(base_spec(**resources))
+    (c,) = render.driver_pod(run, SETTINGS)["spec"]["containers"]
+    assert c["resources"]["requests"]["cpu"] == "250m"
+    conf = render.executor_conf(run, SETTINGS)
+    assert conf["spark.kubernetes.executor.request.cores"] == "500m" and conf["spark.executor.cores"] == "2"
+    app = render.spark_application(make_run(base_spec(**resources, **{"runtime.backend": "sparkApplication"})), SETTINGS)
+    assert (app["spec"]["driver"]["coreRequest"], app["spec"]["driver"]["cores"]) == ("250m", 1)
+    assert (app["spec"]["executor"]["coreRequest"], app["spec"]["executor"]["cores"]) == ("500m", 2)
+
+
+def test_without_core_request_pods_ask_for_whole_cores():
+    run = make_run(base_spec(**{"runtime.executors": {"instances": 1, "cores": 3}}))
+    assert "spark.kubernetes.executor.request.cores" not in render.executor_conf(run, SETTINGS)
+    app = render.spark_application(make_run(base_spec(**{"runtime.backend": "sparkApplication"})), SETTINGS)
+    assert "coreRequest" not in app["spec"]["driver"] and "coreRequest" not in app["spec"]["executor"]
+
+
 def test_spark_application_without_executors_has_no_instances():
     app = render.spark_application(make_run(base_spec(**{"runtime.backend": "sparkApplication"})), SETTINGS)
     assert "instances" not in app["spec"]["executor"]
