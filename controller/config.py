@@ -30,6 +30,9 @@ class Settings:
     spark_app_main_file: str = "local:///opt/streamq/app/__main__.py"
     progress_interval_s: float = 15.0  # how often the driver's log is read for progress
     resync_interval_s: float = 60.0  # a reconcile at least this often, even without events
+    # A running driver whose newest progress line is older than this is Unresponsive.
+    # The job prints one at least every 10 s (STREAMQ_REPORT_PERIOD_SECONDS), even when idle.
+    silent_after_s: float = 120.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -45,4 +48,5 @@ class Settings:
             spark_app_main_file=env.get("STREAMQ_SPARK_APP_MAIN_FILE", base.spark_app_main_file),
             progress_interval_s=float(env.get("STREAMQ_PROGRESS_INTERVAL_SECONDS", base.progress_interval_s)),
             resync_interval_s=float(env.get("STREAMQ_RESYNC_INTERVAL_SECONDS", base.resync_interval_s)),
+            silent_after_s=float(env.get("STREAMQ_SILENT_AFTER_SECONDS", base.silent_after_s)),
         )

@@ -62,6 +62,7 @@ class Inputs:
     drivers: tuple[Driver, ...]
     now: datetime
     progress: dict[str, Any] | None = None  # the driver's newest progress record, if read this pass
+    silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,7 @@ class _Draft:
     reason: str | None = None  # None: keep the reason the conditions have
     refusal: str | None = None
     stall: str | None = None  # the running driver reports a stall
+    silence: str | None = None  # the running driver stopped reporting
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
     requeue: list = field(default_factory=list)
@@ -186,6 +188,8 @@ def _conditions(d: _Draft) -> list[Condition]:
         degraded_reason, degraded_message = Reason.INCOMPATIBLE_CHANGE, d.refusal
     elif d.stall is not None:
         degraded_reason, degraded_message = Reason.STALLED, d.stall
+    elif d.silence is not None:
+        degraded_reason, degraded_message = Reason.UNRESPONSIVE, d.silence
     elif phase in (Phase.FAILED, Phase.INVALID) or reason == Reason.DRIVER_CREATE_FAILED:
         degraded_reason, degraded_message = reason, message
     elif phase is Phase.RESTARTING and reason in (Reason.DRIVER_FAILED, Reason.DRIVER_LOST, Reason.DRIVER_EXITED, Reason.STALLED):
@@ -456,6 +460,7 @@ def _reported(d: _Draft, current: Driver) -> None:
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
             d.event("Warning", Reason.STALLED, f"driver {current.name}: {d.stall}")
+    d.silence = _silence(d, current, attempt)
     found = reports.recovered(d.status.progress, attempt)
     if found is not None and reports.recovered(d.old.progress, attempt) is None:
         location = d.status.checkpoint.location if d.status.checkpoint else "?"
@@ -463,6 +468,27 @@ def _reported(d: _Draft, current: Driver) -> None:
         d.event("Warning", Reason.CHECKPOINT_LOST,
                 f"the checkpoint at {location} was {found.get('reason', 'missing')}: driver {current.name} started a fresh "
                 f"one from the offsets{batch} recorded in status (nothing skipped): {found.get('startingOffsets')}")  # fmt: skip
+
+
+def _silence(d: _Draft, current: Driver, attempt: int) -> str | None:
+    """A driver that printed nothing for a while may be hung (a JVM in a GC spiral, a
+    stuck call): reported, not acted on. Judged only on a fresh read of its log, where
+    the newest record in the tail is the newest it printed; between reads the last
+    judgement stands, so the condition does not flap."""
+    previous = d.old.condition(ConditionType.DEGRADED)
+    was_silent = previous is not None and previous.status == "True" and previous.reason == Reason.UNRESPONSIVE
+    if d.inputs.progress is None:
+        return previous.message if was_silent else None
+    age = reports.report_age(d.status.progress, attempt, d.inputs.now)
+    if age is None or age <= d.inputs.silent_after_s:
+        if was_silent:
+            d.event("Normal", Reason.DRIVER_RUNNING, f"driver {current.name} reports progress again")
+        return None
+    message = (f"driver {current.name} has printed no progress for {age:.0f}s (limit {d.inputs.silent_after_s:g}s; "
+               f"the job reports every 10s): it may be hung, see `kubectl logs {current.name}`")  # fmt: skip
+    if not was_silent:
+        d.event("Warning", Reason.UNRESPONSIVE, message)
+    return message
 
 
 def _ended(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:

@@ -46,6 +46,7 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     QUERY_REFUSED = "QueryRefused"
     STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
+    UNRESPONSIVE = "Unresponsive"  # the running driver stopped printing progress (hung?)
     PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again
     CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  # the driver's user cannot write the checkpoint volume
     CHECKPOINT_LOST = "CheckpointLost"  # the job started a fresh checkpoint from the offsets in status

@@ -58,6 +58,14 @@ def recovered(progress: dict[str, Any] | None, attempt: int) -> dict[str, Any] |
     return found if isinstance(found, dict) else None
 
 
+def report_age(progress: dict[str, Any] | None, attempt: int, now: datetime) -> float | None:
+    """Seconds since the current driver printed its newest progress record (None: unknown)."""
+    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
+        return None
+    moment = parse_time(progress.get("updatedAt"))
+    return None if moment is None else max(0.0, (now - moment).total_seconds())
+
+
 def last_commit_age(progress: dict[str, Any] | None, now: datetime) -> float | None:
     moment = parse_time((progress or {}).get("lastCommitTime"))
     return None if moment is None else max(0.0, (now - moment).total_seconds())

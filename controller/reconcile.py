@@ -78,6 +78,7 @@ def reconcile_once(
         drivers=observed.drivers,
         now=now or datetime.now(UTC),
         progress=progress,
+        silent_after_s=settings.silent_after_s,
     )
     decision = decide(inputs)
     decision = _act(kube, settings, body, inputs, decision, log)

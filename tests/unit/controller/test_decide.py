@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -10,7 +11,7 @@ from app.compat import source_change
 from controller.decide import CreateDriver, DeleteDriver, backoff_delay
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
-from controller.status import QueryStatus, parse_time
+from controller.status import QueryStatus, format_time, parse_time
 from tests.unit.controller.world import UID, World, base_spec
 
 pytestmark = pytest.mark.unit
@@ -670,6 +671,38 @@ def test_a_stall_the_driver_reports_is_degraded_stalled_with_one_event():
     w.driver_reports(**report(batch=5))
     d = w.reconcile()
     assert d.status.condition(ConditionType.DEGRADED).status == "False"
+
+
+def _at(w, seconds_ago: float) -> str:
+    return format_time(w.now - timedelta(seconds=seconds_ago))
+
+
+def test_a_driver_that_stops_printing_progress_is_unresponsive_once_then_recovers():
+    w = running_world()
+    w.driver_reports(**report(updatedAt=_at(w, 5)))
+    assert conditions(w.reconcile().status)["Degraded"] == "False"
+    w.advance(200)
+    w.driver_reports(**report(updatedAt=_at(w, 200)))  # the newest line in the tail is 200 s old
+    d = w.reconcile()
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.UNRESPONSIVE)
+    assert "no progress for 200s (limit 120s" in degraded.message
+    assert d.status.phase is Phase.RUNNING and d.actions == ()  # reported, not acted on
+    assert event_reasons(d) == [Reason.UNRESPONSIVE]
+    again = w.reconcile()  # a pass without a log read keeps the judgement, quietly
+    assert again.status.condition(ConditionType.DEGRADED).reason == Reason.UNRESPONSIVE and again.events == ()
+    w.driver_reports(**report(updatedAt=_at(w, 1)))
+    d = w.reconcile()
+    assert conditions(d.status)["Degraded"] == "False" and event_reasons(d) == [Reason.DRIVER_RUNNING]
+
+
+def test_silence_is_judged_only_on_records_of_the_current_driver_with_a_time():
+    w = running_world()
+    w.driver_reports(**report())  # no updatedAt: nothing to judge
+    w.advance(600)
+    assert conditions(w.reconcile().status)["Degraded"] == "False"
+    w.driver_reports(**report(updatedAt=_at(w, 119)))
+    assert conditions(w.reconcile().status)["Degraded"] == "False"
 
 
 def test_a_driver_that_exits_stalled_is_restarted_and_degraded_stalled():
