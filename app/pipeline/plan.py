@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.pipeline.credentials import kafka_auth_options
-from app.spec.model import QuerySpec, Transform, spark_interval
+from app.spec.model import LONG_RUNNING_MODES, QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:
@@ -63,6 +63,21 @@ def build_dataframe(spark, spec: QuerySpec, starting_offsets: str | None = None)
     return df
 
 
+# Kafka 4 producers wait 5 ms to fill a batch; a query that exists for latency should not.
+LOW_LATENCY_PRODUCER = {"kafka.linger.ms": "0"}
+
+
+def kafka_sink_options(spec: QuerySpec) -> dict[str, str]:
+    """The Kafka sink's options; the spec's own options override the defaults."""
+    kafka = spec.sink.kafka
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": kafka.topic}
+    if spec.mode in LONG_RUNNING_MODES:
+        options.update(LOW_LATENCY_PRODUCER)
+    options.update(kafka.options)
+    options.update(kafka_auth_options(kafka.auth, "spec.sink.kafka.auth"))
+    return options
+
+
 def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None):
     writer = (
         df.writeStream.queryName(query_name(name, spec))
@@ -71,9 +86,7 @@ def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None
     )
     sink = spec.sink
     if sink.kafka is not None:
-        writer = writer.format("kafka").option("kafka.bootstrap.servers", sink.kafka.bootstrap_servers)
-        writer = writer.option("topic", sink.kafka.topic).options(**sink.kafka.options)
-        writer = writer.options(**kafka_auth_options(sink.kafka.auth, "spec.sink.kafka.auth"))
+        writer = writer.format("kafka").options(**kafka_sink_options(spec))
     elif sink.console is not None:
         writer = writer.format("console").option("numRows", sink.console.num_rows)
         writer = writer.option("truncate", str(sink.console.truncate).lower())
