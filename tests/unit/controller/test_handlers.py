@@ -34,6 +34,11 @@ def test_startup_settings(monkeypatch):
     assert list(settings.watching.label_selectors.collect(queries)) == []  # every query is watched
     assert memo.settings.job_image and len(memo.wakers) == 0
     assert handlers.liveness(memo=memo) == 0
+    # Reconciles get their own pool, not asyncio's default (cpu + 4 threads).
+    assert memo.executor._max_workers == handlers.RECONCILE_WORKERS == 32
+    handlers.release(memo=memo)
+    with pytest.raises(RuntimeError):
+        memo.executor.submit(print)
 
 
 def test_wakers_wake_the_right_query():
