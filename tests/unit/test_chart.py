@@ -10,6 +10,8 @@ operator's default job image and the version in pyproject.toml.
 
 from __future__ import annotations
 
+import copy
+
 import re
 import shutil
 import subprocess
@@ -190,6 +192,25 @@ def test_operator_rbac_matches_manifests_base(helm, tmp_path):
         one(docs, "ClusterRole", "-operator-cluster")["rules"]
     )
     assert chart_rules == rule_set(base[0]["rules"])
+
+
+def test_operator_deployment_matches_manifests_base(helm, tmp_path):
+    """kubectl apply -k and helm install run the same operator pod (labels aside: the chart
+    adds its release's)."""
+
+    def by_name(items: list[dict]) -> dict[str, dict]:
+        return {item["name"]: item for item in items}
+
+    def pod(deployment: dict) -> dict:
+        spec = copy.deepcopy(deployment["spec"]["template"]["spec"])
+        for container in spec["containers"]:
+            container["env"], container["ports"] = by_name(container["env"]), by_name(container["ports"])
+        return spec
+
+    (base,) = [d for d in manifest_docs("operator.yaml") if d["kind"] == "Deployment"]
+    chart = one(render(helm, tmp_path, {"operator": {"watchNamespaces": []}}), "Deployment")
+    assert pod(base) == pod(chart)
+    assert (base["spec"]["replicas"], base["spec"]["strategy"]) == (chart["spec"]["replicas"], chart["spec"]["strategy"])
 
 
 def test_driver_rbac_matches_manifests_base(helm, tmp_path):
