@@ -120,7 +120,13 @@ async def spark_app_changed(labels: dict, namespace: str, memo: kopf.Memo, **_: 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconciler", cancellation_timeout=5.0, backoff=5.0)
 async def reconciler(
-    name: str, namespace: str, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any
+    name: str,
+    namespace: str,
+    body: kopf.Body,
+    memo: kopf.Memo,
+    logger: logging.Logger,
+    stopped: kopf.DaemonStopped,
+    **_: Any,
 ) -> None:
     waker = memo.wakers.register(namespace, name)
     settings: Settings = memo.settings
@@ -128,7 +134,10 @@ async def reconciler(
     next_progress = 0.0
     errors = 0
     try:
-        while True:
+        # kopf sets `stopped` when the query is deleted or the operator stops, and cancels
+        # the daemon cancellation_timeout later: leaving at once spares the wait and the
+        # "cancelled" warning.
+        while not stopped.is_set():
             waker.clear()
             read_progress = loop.time() >= next_progress
             try:
@@ -142,7 +151,7 @@ async def reconciler(
                 message = api_message(exc) if isinstance(exc, ApiException) else str(exc)
                 logger.warning("reconcile failed (%s); retrying in %.0fs", message, delay)
                 memo.metrics.errors.inc()
-                await _sleep(waker, delay)
+                await _sleep(waker, stopped, delay)
                 continue
             errors = 0
             if outcome is None:
@@ -161,15 +170,17 @@ async def reconciler(
                 delay = min(delay, decision.requeue_after)
             if decision.status.phase is not None and decision.status.phase.value == "Running":
                 delay = min(delay, settings.progress_interval_s)
-            await _sleep(waker, max(delay, 0.05))
+            await _sleep(waker, stopped, max(delay, 0.05))
     finally:
         memo.wakers.unregister(namespace, name)
         memo.metrics.forget(namespace, name)
 
 
-async def _sleep(waker: asyncio.Event, seconds: float) -> None:
-    """Until woken or `seconds` pass. kopf cancels this task when the operator stops."""
+async def _sleep(waker: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:
+    """Until woken, stopped, or `seconds` pass."""
+    waits = {asyncio.ensure_future(waker.wait()), asyncio.ensure_future(stopped.wait())}
     try:
-        await asyncio.wait_for(waker.wait(), timeout=seconds)
-    except TimeoutError:
-        pass
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

@@ -3,6 +3,8 @@ refuse, delete. The test plays the kubelet by writing the driver pod's status.""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from test_operator_support import (  # noqa: F401  (fixtures)
@@ -186,8 +188,12 @@ def test_delete_leaves_owned_children_and_no_stuck_finalizer(cluster, operator, 
     for child in (pod, cluster.config_map("q")):
         (ref,) = child.metadata.owner_references
         assert (ref.kind, ref.uid, ref.controller, ref.block_owner_deletion) == ("StreamingQuery", sq["metadata"]["uid"], True, True)
+    started = time.monotonic()
     kube_apiserver.kubectl("-n", cluster.namespace, "delete", "sq", "q", "--timeout=60s")
     wait_for(lambda: cluster.get("q") is None, 30, "the StreamingQuery to be gone")
+    # The reconciler leaves when kopf says stop, well before kopf would cancel it (5 s).
+    assert time.monotonic() - started < 4, operator.log_tail()
+    assert "is cancelled" not in operator.log_path.read_text(errors="replace")
     # no kube-controller-manager here: garbage collection of the owned pod is the cluster's job
     assert operator.proc.poll() is None
 

@@ -7,6 +7,7 @@ import logging
 
 import kopf
 import pytest
+from kopf._cogs.aiokits.aioenums import FlagSetter  # what kopf builds a daemon's `stopped` from
 from kopf._cogs.structs import references
 from kubernetes import client
 
@@ -49,8 +50,34 @@ def test_wakers_wake_the_right_query():
         wakers.wake("other", "b")
         wakers.wake(None, None)
         assert a.is_set() and not b.is_set()
-        await handlers._sleep(b, 0.01)  # times out quietly
+        await handlers._sleep(b, FlagSetter().async_waiter, 0.01)  # times out quietly
         wakers.unregister("ns", "a")
         assert len(wakers) == 1
+
+    asyncio.run(scenario())
+
+
+def test_sleep_ends_when_woken_when_stopped_or_after_its_time():
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        waker, stopper = asyncio.Event(), FlagSetter()
+        stopped = stopper.async_waiter  # what kopf hands an async daemon as `stopped`
+
+        started = loop.time()
+        await handlers._sleep(waker, stopped, 0.05)
+        assert 0.04 <= loop.time() - started < 1
+
+        loop.call_later(0.05, waker.set)
+        started = loop.time()
+        await handlers._sleep(waker, stopped, 30)
+        assert loop.time() - started < 1
+
+        waker.clear()
+        loop.call_later(0.05, stopper.set)
+        started = loop.time()
+        await handlers._sleep(waker, stopped, 30)
+        assert loop.time() - started < 1 and stopped.is_set()
+        await asyncio.sleep(0)  # cancelled tasks finish on the next turn of the loop
+        assert len(asyncio.all_tasks()) == 1  # the waits it started are gone
 
     asyncio.run(scenario())
