@@ -301,7 +301,7 @@ def decide(inputs: Inputs) -> Decision:
 
     # 6. a driver exists
     if current.spec_hash != run_hash:
-        return _replace_outdated(d, current, last, run_spec)
+        return _replace_outdated(d, current, last, run_spec, checkpoint.location)
     if current.phase is DriverPhase.RUNNING:
         return _running(d, current, run_spec)
     if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
@@ -420,10 +420,27 @@ def _create(d: _Draft, inputs: Inputs, run_spec: QuerySpec, checkpoint: Checkpoi
     return d.finish("create")
 
 
-def _replace_outdated(d: _Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec) -> Decision:
-    nonce_only = last is not None and last.restart_nonce != run_spec.restart_nonce and render.run_fields(
-        last.model_copy(update={"restart_nonce": None})
-    ) == render.run_fields(run_spec.model_copy(update={"restart_nonce": None}))
+def _only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> bool:
+    """Whether the driver differs from the spec in restartNonce alone. The driver's own record
+    (its nonce and hash) answers even when the status write after its creation was lost; the
+    last reconciled spec answers for drivers made before the nonce was recorded."""
+    if current.restart_nonce is not None:
+        with_its_nonce = run_spec.model_copy(update={"restart_nonce": current.restart_nonce or None})
+        return current.restart_nonce != (run_spec.restart_nonce or "") and (
+            render.spec_hash(with_its_nonce, location) == current.spec_hash
+        )
+    return (
+        last is not None
+        and last.restart_nonce != run_spec.restart_nonce
+        and render.run_fields(last.model_copy(update={"restart_nonce": None}))
+        == render.run_fields(run_spec.model_copy(update={"restart_nonce": None}))
+    )
+
+
+def _replace_outdated(
+    d: _Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str
+) -> Decision:
+    nonce_only = _only_the_nonce_changed(current, last, run_spec, location)
     reason = Reason.RESTART_REQUESTED if nonce_only else Reason.SPEC_CHANGED
     why = "restartNonce changed" if nonce_only else "the spec changed"
     d.delete(current, why)

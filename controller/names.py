@@ -11,6 +11,7 @@ from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, 
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 ANNOTATION_CHECKPOINT = f"{GROUP}/checkpoint-location"
+ANNOTATION_RESTART_NONCE = f"{GROUP}/restart-nonce"  # the spec's restartNonce when the driver was made ("" if none)
 COMPONENT_DRIVER = "driver"
 COMPONENT_EXECUTOR = "executor"
 COMPONENT_QUERY_CONFIG = "query-config"

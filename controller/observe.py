@@ -42,6 +42,7 @@ class Driver:
     phase: DriverPhase
     attempt: int | None = None
     spec_hash: str | None = None
+    restart_nonce: str | None = None  # None: not recorded (a driver of an older operator); "": none
     owner_uid: str | None = None  # the controlling owner (the StreamingQuery)
     deleting: bool = False
     exit_code: int | None = None
@@ -134,6 +135,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         phase=phase,
         attempt=_attempt(meta),
         spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
+        restart_nonce=(meta.get("annotations") or {}).get(names.ANNOTATION_RESTART_NONCE),
         owner_uid=_controller_uid(meta),
         deleting=bool(meta.get("deletionTimestamp")),
         exit_code=exit_code,
@@ -178,6 +180,7 @@ def driver_from_spark_application(app: dict[str, Any], pod: dict[str, Any] | Non
         phase=phase,
         attempt=_attempt(meta),
         spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
+        restart_nonce=(meta.get("annotations") or {}).get(names.ANNOTATION_RESTART_NONCE),
         owner_uid=_controller_uid(meta),
         deleting=bool(meta.get("deletionTimestamp")),
         exit_code=exit_code,

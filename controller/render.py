@@ -210,6 +210,7 @@ def _run_annotations(run: Run) -> dict[str, str]:
     return {
         names.ANNOTATION_SPEC_HASH: spec_hash(run.spec, run.checkpoint_location),
         names.ANNOTATION_CHECKPOINT: run.checkpoint_location,
+        names.ANNOTATION_RESTART_NONCE: run.spec.restart_nonce or "",
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -363,6 +364,28 @@ def test_a_new_restart_nonce_forces_a_restart():
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and event_reasons(d) == [Reason.RESTART_REQUESTED]
     assert creates(w.reconcile())[0].run.attempt == 2
+
+
+def test_a_nonce_restart_is_named_so_even_when_the_status_write_after_the_create_was_lost():
+    w = World()
+    w.reconcile()  # creates driver 1 ...
+    w.status = QueryStatus()  # ... but the status write lost a race with the user's edit:
+    w.edit(restartNonce="again")
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-1"] and event_reasons(d) == [Reason.RESTART_REQUESTED]
+
+
+def test_a_real_change_with_a_nonce_is_a_spec_change():
+    w = running_world()
+    w.edit(restartNonce="again", transforms=[{"where": "value > 1"}])
+    assert event_reasons(w.reconcile()) == [Reason.SPEC_CHANGED]
+
+
+def test_drivers_without_a_recorded_nonce_fall_back_to_the_last_reconciled_spec():
+    w = running_world()
+    w.drivers[0] = replace(w.drivers[0], restart_nonce=None)  # made by an operator before the annotation
+    w.edit(restartNonce="again")
+    assert event_reasons(w.reconcile()) == [Reason.RESTART_REQUESTED]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ def pod(name="q-driver-2", phase="Running", state=None, attempt="2", owner_uid="
         "metadata": {
             "name": name,
             "labels": {names.LABEL_ATTEMPT: attempt},
-            "annotations": {names.ANNOTATION_SPEC_HASH: "abc"},
+            "annotations": {names.ANNOTATION_SPEC_HASH: "abc", names.ANNOTATION_RESTART_NONCE: "n1"},
             "ownerReferences": [{"kind": owner_kind, "name": "q", "uid": owner_uid, "controller": True}],
             "creationTimestamp": "2026-01-01T11:59:00Z",
             **meta,
@@ -31,6 +31,7 @@ def test_a_terminated_driver_carries_exit_code_and_message():
         "exitCode": 65, "reason": "Error", "message": "QUERY_REFUSED: no aggregates\n",
         "startedAt": "2026-01-01T12:00:00Z", "finishedAt": "2026-01-01T12:00:09Z"}}))  # fmt: skip
     assert d.kind == "Pod" and d.name == "q-driver-2" and d.attempt == 2 and d.spec_hash == "abc"
+    assert d.restart_nonce == "n1"
     assert d.phase is DriverPhase.FAILED and not d.active and d.owner_uid == "u1"
     assert (d.exit_code, d.reason, d.message) == (65, "Error", "QUERY_REFUSED: no aggregates")
     assert d.started_at == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -37,6 +37,7 @@ def test_driver_pod_exact_fields():
     }
     assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == render.spec_hash(run.spec, "/checkpoints/q")
     assert meta["annotations"][names.ANNOTATION_CHECKPOINT] == "/checkpoints/q"
+    assert meta["annotations"][names.ANNOTATION_RESTART_NONCE] == ""  # recorded even when unset
     spec = pod["spec"]
     assert spec["restartPolicy"] == "Never"
     assert spec["terminationGracePeriodSeconds"] == 60

@@ -121,6 +121,7 @@ class World:
                     kind="SparkApplication" if run.spec.runtime.backend.value == "sparkApplication" else "Pod",
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
                     spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
+                    restart_nonce=run.spec.restart_nonce or "",
                     created_at=self.now,
                 ))  # fmt: skip
         return decision
