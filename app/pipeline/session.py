@@ -16,9 +16,6 @@ BASE_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.streaming.stopTimeout": "30s",
     "spark.sql.session.timeZone": "UTC",
-    # How often continuous-mode tasks ask the epoch coordinator for a new epoch (Spark: 100):
-    # epoch markers follow sooner; records themselves do not wait on it (bench A/B: no clear gain).
-    "spark.sql.streaming.continuous.executorPollIntervalMs": "10",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}",
 }
