@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 
 from app.contract import ExitCode
-from app.spec.load import QueryDocument, load_file
-from app.spec.problems import SpecError
+from app.contract.load import QueryDocument, load_file
+from app.contract.problems import SpecError
 
 cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True)
 err = Console(stderr=True, soft_wrap=True)

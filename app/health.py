@@ -16,11 +16,10 @@ import json
 from dataclasses import dataclass
 from enum import StrEnum
 
-from app.checkpoint import KafkaOffsets
+from app.contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offsets_json
 from app.contract import ExitCode
-from app.spec.model import LONG_RUNNING_MODES, QuerySpec
+from app.contract.spec import LONG_RUNNING_MODES, QuerySpec
 
-EARLIEST, LATEST = -2, -1  # Spark's markers in JSON startingOffsets
 
 
 class HealthState(StrEnum):
@@ -30,22 +29,6 @@ class HealthState(StrEnum):
 
 
 # --- lag ------------------------------------------------------------------------------
-
-
-def parse_offsets_json(text: str) -> KafkaOffsets:
-    """Spark's JSON offsets {"topic":{"0":42}} with int partitions; {} for earliest/latest."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in data.items() if isinstance(parts, dict)}
-
-
-def offsets_json(offsets: KafkaOffsets) -> str:
-    return json.dumps({t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())},
-                      separators=(",", ":"))  # fmt: skip
 
 
 def starting_positions(starting: str, earliest: KafkaOffsets, latest: KafkaOffsets) -> KafkaOffsets:

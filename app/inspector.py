@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.checkpoint import CheckpointState
-from app.compat import Holds
+from app.contract.compat import Holds
 from app.health import compute_lag
 from app.pipeline.progress import iso
 

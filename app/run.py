@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint, unwritable
-from app.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
+from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode
 from app.failures import classify, one_line
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
@@ -19,10 +19,11 @@ from app.pipeline.plan import build_dataframe, build_writer
 from app.pipeline.progress import ListenerRates, ProgressSink, make_listener
 from app.pipeline.session import get_session
 from app.pipeline.watchdog import Watch, Watchdog
-from app.resume import ResumeFrom, plan_start
-from app.spec.load import QueryDocument
-from app.spec.model import IncompatibleChange, QuerySpec
-from app.spec.problems import SpecError
+from app.contract.resume import ResumeFrom
+from app.resume import plan_start
+from app.contract.load import QueryDocument
+from app.contract.spec import IncompatibleChange, QuerySpec
+from app.contract.problems import SpecError
 
 log = logging.getLogger("streamq.job")
 # Fault injection for tests: "skip-slot-check" starts a query with too few slots, so that it really hangs.

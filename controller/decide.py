@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from app.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
+from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract import ExitCode
-from app.resume import ResumeFrom
-from app.spec.load import validate_spec
-from app.spec.model import IncompatibleChange, QuerySpec, RestartType, duration_ms
-from app.spec.problems import SpecError
+from app.contract.resume import ResumeFrom
+from app.contract.load import validate_spec
+from app.contract.spec import IncompatibleChange, QuerySpec, RestartType, duration_ms
+from app.contract.problems import SpecError
 from controller import progress as reports
 from controller import render
 from controller.observe import Driver, DriverPhase

@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.checkpoint import local_path as checkpoint_local_path
+from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
-from app.resume import ResumeFrom
-from app.spec.model import Backend, QuerySpec
+from app.contract.resume import ResumeFrom
+from app.contract.spec import Backend, QuerySpec
 from controller import names
 from controller.config import Settings
 

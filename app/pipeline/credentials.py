@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from app.contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
-from app.spec.model import KafkaAuth, SaslMechanism
-from app.spec.problems import Problem, SpecError
+from app.contract.spec import KafkaAuth, SaslMechanism
+from app.contract.problems import Problem, SpecError
 
 _LOGIN_MODULES = {
     SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",

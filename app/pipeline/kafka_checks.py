@@ -14,7 +14,7 @@ from app.checkpoint import KafkaOffsets
 from app.contract import ExitCode
 from app.health import slot_shortage
 from app.pipeline.credentials import librdkafka_auth_config
-from app.spec.model import QuerySpec
+from app.contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.pipeline.credentials import kafka_auth_options
-from app.spec.model import LONG_RUNNING_MODES, QuerySpec, Transform, spark_interval
+from app.contract.spec import LONG_RUNNING_MODES, QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:

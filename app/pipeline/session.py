@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from app.contract import JARS_DIR_ENV
-from app.spec.model import QuerySpec
+from app.contract.spec import QuerySpec
 
 DEFAULT_CACHE = Path(os.environ.get("STREAMQ_CACHE", Path.home() / ".cache" / "streamq"))
 

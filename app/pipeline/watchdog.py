@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from app.checkpoint import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
-from app.compat import Holds
+from app.contract.compat import Holds
 from app.contract import ExitCode
 from app.health import HealthState, StallClock, compute_lag, judge, partitions_changed, starting_positions
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
 from app.pipeline.progress import ListenerRates, ProgressSink, progress_record
-from app.spec.model import OnStall, QuerySpec
+from app.contract.spec import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")
 MIN_TICK_S = 1.0  # the listener's wake-ups never make looks more frequent than this

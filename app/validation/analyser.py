@@ -14,8 +14,8 @@ import tempfile
 from app.failures import classify, one_line
 from app.contract import ExitCode
 from app.pipeline.plan import build_dataframe, build_writer
-from app.spec.load import QueryDocument
-from app.spec.problems import Problem
+from app.contract.load import QueryDocument
+from app.contract.problems import Problem
 
 GRACE_SECONDS = 4.0
 # Without these, stopping a query whose broker is unreachable waits a full

@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.spec import QuerySpec
-from app.spec.load import QueryDocument
+from app.contract.spec import QuerySpec
+from app.contract.load import QueryDocument
 from app.validation.analyser import analyse
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 
 from app.checkpoint import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.integration.jobs import ROOT, flagged, fraud_spec, payments
 
 pytestmark = pytest.mark.integration

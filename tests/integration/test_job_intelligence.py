@@ -16,7 +16,7 @@ import pytest
 
 from app.checkpoint import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
-from app.resume import ResumeFrom
+from app.contract.resume import ResumeFrom
 from tests.integration.jobs import ROOT, JobProcess, SteadyProducer, flagged, fraud_spec, payments, write_resource
 
 pytestmark = pytest.mark.integration

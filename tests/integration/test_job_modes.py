@@ -9,7 +9,7 @@ import time
 import pytest
 
 from app.pipeline.plan import build_dataframe, build_writer
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.integration.jobs import fraud_spec, flagged, payments
 
 pytestmark = pytest.mark.integration

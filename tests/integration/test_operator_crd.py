@@ -1,7 +1,7 @@
 """The API server itself refuses invalid StreamingQueries (schema and CEL from the
 generated CRD), with the message `kubectl apply` prints. No operator runs here.
 
-Each case is also refused by the spec model (app.spec.load.validate_spec), so the
+Each case is also refused by the spec model (app.contract.load.validate_spec), so the
 CRD never lets through what the job would refuse for the same reason, and never
 refuses what the model accepts (the valid cases)."""
 
@@ -11,8 +11,8 @@ import copy
 
 import pytest
 
-from app.spec.load import validate_spec
-from app.spec.problems import SpecError
+from app.contract.load import validate_spec
+from app.contract.problems import SpecError
 from test_operator_support import api_client, base_spec, cluster, namespace, streamq_installed  # noqa: F401
 
 pytestmark = pytest.mark.integration

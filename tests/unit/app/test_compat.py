@@ -2,9 +2,9 @@
 
 import pytest
 
-from app.checkpoint import CheckpointState, StatefulOperator
-from app.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
-from app.spec import validate_spec
+from app.contract.checkpoint import CheckpointState, StatefulOperator
+from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
+from app.contract.load import validate_spec
 from tests.unit.app.specs import kafka_to_kafka, with_change
 
 pytestmark = pytest.mark.unit

@@ -3,11 +3,11 @@
 import pytest
 
 from app.contract import ExitCode
+from app.contract.checkpoint import offsets_json, parse_offsets_json
 from app.health import (
-    HealthState, StallClock, compute_lag, judge, offsets_json, parse_offsets_json, partitions_changed, slot_shortage,
-    starting_positions,
+    HealthState, StallClock, compute_lag, judge, partitions_changed, slot_shortage, starting_positions,
 )  # fmt: skip
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.unit.app.specs import kafka_to_kafka, with_change
 
 pytestmark = pytest.mark.unit

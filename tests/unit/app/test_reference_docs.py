@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from app.spec.model import QuerySpec
-from app.spec.reference import render_reference
+from app.contract.spec import QuerySpec
+from app.contract.reference import render_reference
 
 pytestmark = pytest.mark.unit
 
@@ -11,7 +11,7 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference.md"
 
 
 def test_committed_reference_matches_the_model():
-    assert PAGE.read_text() == render_reference(), "docs/reference.md drifted: run `python -m app.spec.reference > docs/reference.md`"
+    assert PAGE.read_text() == render_reference(), "docs/reference.md drifted: run `python -m app.contract.reference > docs/reference.md`"
 
 
 def test_every_spec_field_is_documented():

@@ -3,7 +3,8 @@
 import pytest
 
 from app.checkpoint import CheckpointState
-from app.resume import ResumeFrom, complete_offsets, plan_start
+from app.contract.resume import ResumeFrom
+from app.resume import complete_offsets, plan_start
 
 pytestmark = pytest.mark.unit
 

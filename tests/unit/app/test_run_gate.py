@@ -6,7 +6,7 @@ import json
 import pytest
 
 from app.run import _checkpoint_gate
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.unit.app.specs import kafka_to_kafka, with_change
 
 pytestmark = pytest.mark.unit

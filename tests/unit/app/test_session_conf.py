@@ -1,7 +1,7 @@
 import pytest
 
 from app.pipeline import session
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.unit.app.specs import kafka_to_kafka, with_change
 
 pytestmark = pytest.mark.unit

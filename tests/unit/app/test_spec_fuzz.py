@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.spec import QuerySpec, SpecError, load_document
+from app.contract.load import QuerySpec, SpecError, load_document
 from tests.unit.app.specs import kafka_to_kafka, resource
 
 pytestmark = pytest.mark.unit

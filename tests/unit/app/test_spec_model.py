@@ -1,7 +1,7 @@
 import pytest
 
-from app.spec import SpecError, load_document, validate_spec
-from app.spec.model import duration_ms, spark_interval
+from app.contract.load import SpecError, load_document, validate_spec
+from app.contract.spec import duration_ms, spark_interval
 from tests.unit.app.specs import DELETE, kafka_to_kafka, resource, with_change
 
 pytestmark = pytest.mark.unit
@@ -31,7 +31,7 @@ def test_resource_and_bare_spec_load_the_same():
 
 
 def test_snake_case_is_accepted_in_python_but_dumped_as_camel():
-    from app.spec import dump_spec
+    from app.contract.load import dump_spec
 
     spec = validate_spec(kafka_to_kafka())
     dumped = dump_spec(spec)

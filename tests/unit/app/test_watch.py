@@ -9,7 +9,7 @@ from app.checkpoint import CheckpointState
 from app.contract import ExitCode
 from app.pipeline.progress import ProgressSink
 from app.pipeline.watchdog import Observation, Watch
-from app.spec import validate_spec
+from app.contract.load import validate_spec
 from tests.unit.app.specs import kafka_to_kafka, with_change
 
 pytestmark = pytest.mark.unit

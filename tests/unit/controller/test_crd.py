@@ -8,7 +8,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from app.spec import model as spec_model
+from app.contract import spec as spec_model
 from controller import crd
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.compat import source_change
+from app.contract.compat import source_change
 from controller.decide import CreateDriver, DeleteDriver, backoff_delay
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
@@ -458,7 +458,7 @@ def test_a_refused_change_can_still_be_suspended():
 
 
 def test_source_change_helper():
-    from app.spec.load import validate_spec
+    from app.contract.load import validate_spec
 
     a = validate_spec(base_spec())
     assert source_change(a, a) is None

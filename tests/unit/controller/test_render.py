@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.contract import LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, SECRETS_MOUNT_DIR
-from app.spec.load import load_document, validate_spec
+from app.contract.load import load_document, validate_spec
 from controller import names, render
 from controller.config import Settings
 from tests.unit.controller.world import base_spec
@@ -280,7 +280,7 @@ def test_query_label_fits_a_label_value():
 
 def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
     from app.contract import RESUME_ANNOTATION
-    from app.resume import ResumeFrom
+    from app.contract.resume import ResumeFrom
 
     plain = make_run()
     resume = ResumeFrom('{"payments":{"0":40}}', batch_id=4, checkpoint="/checkpoints/q")

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.spec.load import validate_spec
+from app.contract.load import validate_spec
 from controller import render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase

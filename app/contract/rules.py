@@ -12,8 +12,8 @@ import json
 import re
 from collections.abc import Iterator
 
-from app.spec.model import OutputMode, QuerySpec, duration_ms
-from app.spec.problems import Problem
+from app.contract.spec import OutputMode, QuerySpec, duration_ms
+from app.contract.problems import Problem
 
 # What each trigger mode can read from and write to (Spark 4.3).
 ALLOWED_SOURCES = {

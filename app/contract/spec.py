@@ -6,7 +6,7 @@ snake_case in Python. Unknown fields are refused everywhere, so a typo never
 silently turns into a default.
 
 Rules that involve one field live here as field constraints; rules that tie
-several fields together live in ``app.spec.rules`` so they can report every
+several fields together live in ``app.contract.rules`` so they can report every
 problem at once, with a path the user can find in their YAML.
 """
 

@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.contract import API_VERSION, KIND
-from app.spec.model import QuerySpec
-from app.spec.problems import Problem, SpecError, problems_from_validation_error
-from app.spec.rules import check_rules
+from app.contract.names import API_VERSION, KIND
+from app.contract.spec import QuerySpec
+from app.contract.problems import Problem, SpecError, problems_from_validation_error
+from app.contract.rules import check_rules
 
 
 @dataclass(frozen=True)

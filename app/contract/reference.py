@@ -1,6 +1,6 @@
 """The StreamingQuery field reference, generated from the spec model.
 
-`python -m app.spec.reference > docs/reference.md`; a unit test fails when the
+`python -m app.contract.reference > docs/reference.md`; a unit test fails when the
 committed page drifts from the model.
 """
 
@@ -13,11 +13,11 @@ from enum import Enum
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from app.spec.model import OneOf, QuerySpec
+from app.contract.spec import OneOf, QuerySpec
 
 HEADER = """# StreamingQuery field reference
 
-Generated from `app/spec/model.py` by `python -m app.spec.reference`; do not edit by hand.
+Generated from `app/contract/spec.py` by `python -m app.contract.reference`; do not edit by hand.
 Objects marked *one of* take exactly one of their fields.
 """
 

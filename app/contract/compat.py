@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.checkpoint import CheckpointState
-from app.spec.model import QuerySpec
+from app.contract.checkpoint import CheckpointState
+from app.contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)
