@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from app.contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offsets_json
 from app.contract import ExitCode
-from app.contract.spec import LONG_RUNNING_MODES, QuerySpec
+from app.contract.spec import QuerySpec
 
 
 
@@ -115,7 +115,7 @@ def judge(waiting_s: float, stall_after_s: float, total_lag: int | None, last_co
 def slot_shortage(spec: QuerySpec, partitions: dict[str, int], slots: int) -> str | None:
     """Why ``slots`` cannot run the source's ``partitions`` in this mode, or None."""
     count = sum(partitions.values())
-    if spec.mode not in LONG_RUNNING_MODES or not count or slots > count:
+    if not spec.mode.long_running or not count or slots > count:
         return None
     return (
         f"{spec.mode} mode holds one task slot per source partition: {count} partitions "

@@ -22,6 +22,7 @@ from app.pipeline.watchdog import Watch, Watchdog
 from app.contract.resume import ResumeFrom
 from app.resume import plan_start
 from app.contract.load import QueryDocument
+from app.contract.modes import Mode
 from app.contract.spec import IncompatibleChange, QuerySpec
 from app.contract.problems import SpecError
 
@@ -153,7 +154,7 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
                   started_at=time.monotonic(), report_every_s=options.report_every_s, recovered=plan.recovered)  # fmt: skip
     watchdog = Watchdog(watch, spec, progress, broker_timeout_s=options.broker_timeout_s,
                         period_s=options.watch_period_s, rates=rates)  # fmt: skip
-    if spec.mode != "continuous":
+    if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(rates, watchdog.wake))
     watchdog.start()
     try:

@@ -15,6 +15,7 @@ import argparse
 import copy
 import sys
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -22,7 +23,7 @@ from pydantic import BaseModel
 
 from app.contract import GROUP, KIND, PLURAL, SHORT_NAME, VERSION
 from app.contract import spec as spec_model
-from app.contract.rules import ALLOWED_SINKS, ALLOWED_SOURCES
+from app.contract.rules import RULES, Rule
 from controller.status import QueryStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -39,16 +40,6 @@ _KEPT = {
     "minLength", "maxLength", "minItems", "maxItems", "format", "multipleOf", "uniqueItems",
     "minProperties", "maxProperties",
 }  # fmt: skip
-_DEFAULTS = {
-    "runtime": spec_model.Runtime(),
-    "executors": spec_model.ExecutorResources(),
-    "rate": spec_model.RateSource(),
-    "backoff": spec_model.Backoff(),
-    "continuous": spec_model.ContinuousTrigger(),
-    "realTime": spec_model.RealTimeTrigger(),
-}
-
-
 # --- JSON schema -> structural schema ------------------------------------------
 
 
@@ -143,105 +134,25 @@ class _Converter:
         return out
 
 
-def spec_schema() -> dict[str, Any]:
-    """The openAPIV3Schema of `.spec`: QuerySpec's JSON schema made structural, plus CEL."""
+def spec_schema(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
+    """The openAPIV3Schema of `.spec`: QuerySpec's JSON schema made structural, plus the rules' CEL."""
     raw = spec_model.QuerySpec.model_json_schema(by_alias=True)
     schema = _Converter(raw).convert(raw)
-    props = schema["properties"]
-    props["transforms"]["maxItems"] = 64  # QuerySpec._bounded
-    kafka = props["source"]["properties"]["kafka"]
-    kafka.setdefault("x-kubernetes-validations", []).append(
-        {"rule": "has(self.topics) != has(self.pattern)", "message": "set exactly one of: topics, pattern"}
-    )
-    _add_duration_rules(props)
-    schema["x-kubernetes-validations"] = cross_field_rules()
+    add_rule_cel(schema, rules)
     return schema
 
 
-# --- CEL for the rules of app.contract.rules that CEL can say ------------------------
+# --- CEL from the rule table ------------------------------------------------------
 
 
-def _or_default(path: str, default: Any) -> str:
-    """`self.a.b` if set, else the model's default, as a CEL expression."""
-    parent, _, leaf = path.rpartition(".")
-    literal = f"'{default}'" if isinstance(default, str) else str(default)
-    return f"(has({parent}.{leaf}) ? {path} : {literal})"
-
-
-def _add_duration_rules(props: dict[str, Any]) -> None:
-    """Durations are Go-style strings (the pattern guarantees it): CEL's duration() reads them."""
-    backoff = props["restartPolicy"]["properties"]["backoff"]
-    b = _DEFAULTS["backoff"]
-    initial, maximum = _or_default("self.initial", b.initial), _or_default("self.max", b.max)
-    backoff["x-kubernetes-validations"] = [
-        {"rule": f"duration({initial}) <= duration({maximum})", "message": "initial is longer than max"}
-    ]
-    trigger = props["trigger"]["properties"]
-    trigger["continuous"]["x-kubernetes-validations"] = [
-        {
-            "rule": "!has(self.checkpointInterval) || duration(self.checkpointInterval) > duration('0s')",
-            "message": "checkpointInterval must be longer than 0 (e.g. 1s)",
-            "fieldPath": ".checkpointInterval",
-        }
-    ]
-    trigger["realTime"]["x-kubernetes-validations"] = [
-        {
-            "rule": "!has(self.batchDuration) || duration(self.batchDuration) > duration('0s')",
-            "message": "batchDuration must be longer than 0 (e.g. 5m)",
-            "fieldPath": ".batchDuration",
-        }
-    ]
-
-
-def cross_field_rules() -> list[dict[str, str]]:
-    """Rules on the whole spec (self = spec)."""
-    rules: list[dict[str, str]] = []
-    sources = list(spec_model.Source.model_fields)
-    sinks = list(spec_model.Sink.model_fields)
-    for mode, allowed in ALLOWED_SOURCES.items():
-        for kind in sources:
-            if kind not in allowed:
-                rules.append({
-                    "rule": f"!has(self.trigger.{mode}) || !has(self.source.{kind})",
-                    "message": f"{mode} mode cannot read from a {kind} source (allowed: {', '.join(sorted(allowed))})",
-                    "fieldPath": ".source",
-                })  # fmt: skip
-    for mode, allowed in ALLOWED_SINKS.items():
-        for kind in sinks:
-            if kind not in allowed:
-                rules.append({
-                    "rule": f"!has(self.trigger.{mode}) || !has(self.sink.{kind})",
-                    "message": f"{mode} mode cannot write to a {kind} sink (allowed: {', '.join(sorted(allowed))})",
-                    "fieldPath": ".sink",
-                })  # fmt: skip
-    for mode, only in (("continuous", "append"), ("realTime", "update")):
-        rules.append({
-            "rule": f"!has(self.trigger.{mode}) || !has(self.outputMode) || self.outputMode == '{only}'",
-            "messageExpression": f"'{mode} mode supports only {only} output, not ' + self.outputMode",
-            "fieldPath": ".outputMode",
-        })  # fmt: skip
-    rules.append(_slot_rule())
-    return rules
-
-
-def _slot_rule() -> dict[str, str]:
-    """Continuous mode holds a task slot per source partition: with none to spare Spark hangs."""
-    e = _DEFAULTS["executors"]
-    has_runtime = "has(self.runtime)"
-    instances = f"({has_runtime} && has(self.runtime.executors) && has(self.runtime.executors.instances) ? self.runtime.executors.instances : {e.instances})"
-    cores = f"({has_runtime} && has(self.runtime.executors) && has(self.runtime.executors.cores) ? self.runtime.executors.cores : {e.cores})"
-    explicit = f"({has_runtime} && has(self.runtime.parallelism))"
-    partitions = _or_default("self.source.rate.numPartitions", _DEFAULTS["rate"].num_partitions)
-    # unset parallelism is sized from the partitions when the job starts: always enough
-    slots = f"({instances} > 0 ? {instances} * {cores} : ({explicit} ? self.runtime.parallelism : {partitions} + 1))"
-    return {
-        "rule": f"!has(self.trigger.continuous) || !has(self.source.rate) || {slots} > {partitions}",
-        "message": (
-            "continuous mode needs more task slots than source partitions: set runtime.parallelism "
-            "(or executors.instances x executors.cores) above source.rate.numPartitions"
-        ),
-        "fieldPath": ".runtime.parallelism",
-    }
+def add_rule_cel(schema: dict[str, Any], rules: Iterable[Rule]) -> None:
+    """Attach each rule's CEL to the schema node it speaks about."""
+    for rule in rules:
+        for cel in rule.cel:
+            node = schema
+            for name in cel.at:
+                node = node["properties"][name]
+            node.setdefault("x-kubernetes-validations", []).append(cel.entry())
 
 
 # --- status, columns, the CRD ----------------------------------------------------
@@ -277,8 +188,8 @@ PRINTER_COLUMNS = [
 ]  # fmt: skip
 
 
-def render_crd() -> dict[str, Any]:
-    spec = spec_schema()
+def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
+    spec = spec_schema(rules)
     spec["description"] = "What to run: source, transforms, sink, trigger, checkpoint, runtime and restart policy."
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

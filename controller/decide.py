@@ -520,7 +520,7 @@ def _ended(d: _Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         return d.finish("backoff")
     policy = run_spec.restart_policy.type
     if current.phase is DriverPhase.SUCCEEDED or current.exit_code == ExitCode.OK:
-        if run_spec.mode == "availableNow" or policy is not RestartType.ALWAYS:
+        if not run_spec.mode.restarts_when_done or policy is not RestartType.ALWAYS:
             d.status.driver_start_time = None
             d.event("Normal", Reason.COMPLETED, f"driver {current.name} finished: {current.message or 'exit 0'}")
             d.phase(Phase.COMPLETED, Reason.COMPLETED, f"the query finished (driver {current.name} exited 0)")

@@ -106,9 +106,9 @@ def checkpoint_differences(holds: Holds, spec: QuerySpec) -> list[str]:
                              f"match {kafka.pattern!r}")  # fmt: skip
     if holds.stateful_operators:
         ops = ", ".join(holds.stateful_operators)
-        if spec.mode == "continuous":
+        if spec.mode.map_like_only:
             found.append(f"spec.trigger: the checkpoint holds the state of stateful operator(s) {ops}; "
-                         "continuous mode keeps no state")  # fmt: skip
+                         f"{spec.mode} mode keeps no state")  # fmt: skip
         elif _stateless(spec):
             found.append(f"spec.transforms: the checkpoint holds the state of stateful operator(s) {ops}; "
                          "the spec's transforms keep none")  # fmt: skip

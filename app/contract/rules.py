@@ -1,33 +1,205 @@
-"""The fast, static layer of validation: rules Spark enforces late (or never
-enforces and just hangs on), checked from the spec alone in microseconds.
+"""Every cross-field rule of a spec, in one table; the CRD's CEL is generated from it.
+
+Single-field constraints live on the model's fields (``app.contract.spec``).
+Rules that tie fields together live here, one ``Rule`` each: a Python check
+that reports every problem at a path the user can find, and, where CEL can say
+it, the same rule for the API server, so ``kubectl apply`` refuses the spec
+before anything runs. Deleting a rule from ``RULES`` removes it from both.
 
 Spark's own analyser is the exact layer (``app.validation.analyser``); these
-rules exist so that the common mistakes are caught by ``kubectl apply`` and
-``streamq validate`` without a JVM, with a message that says what to change.
+rules catch the common mistakes without a JVM, with a message that says what to change.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from app.contract.spec import OutputMode, QuerySpec, duration_ms
+from app.contract import spec as model
+from app.contract.modes import Mode
 from app.contract.problems import Problem
+from app.contract.spec import QuerySpec, duration_ms
 
-# What each trigger mode can read from and write to (Spark 4.3).
-ALLOWED_SOURCES = {
-    "continuous": {"kafka", "rate"},
-    "realTime": {"kafka"},
-    "microBatch": {"kafka", "rate"},
-    "availableNow": {"kafka", "rate"},
-}
-ALLOWED_SINKS = {
-    "continuous": {"kafka", "console", "memory"},
-    "realTime": {"kafka", "console", "memory"},
-    "microBatch": {"kafka", "console", "memory"},
-    "availableNow": {"kafka", "console", "memory"},
-}
+Found = Iterator[tuple[str, str]]  # (path below spec, message)
+
+
+@dataclass(frozen=True)
+class Cel:
+    """One x-kubernetes-validations entry; ``at`` is the property path from spec to the object that carries it."""
+
+    rule: str
+    message: str | None = None
+    message_expression: str | None = None
+    field_path: str | None = None
+    at: tuple[str, ...] = ()
+
+    def entry(self) -> dict[str, str]:
+        out = {"rule": self.rule}
+        if self.message is not None:
+            out["message"] = self.message
+        if self.message_expression is not None:
+            out["messageExpression"] = self.message_expression
+        if self.field_path is not None:
+            out["fieldPath"] = self.field_path
+        return out
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    check: Callable[[QuerySpec], Iterable[tuple[str, str]]]
+    cel: tuple[Cel, ...] = ()
+
+
+def check_rules(spec: QuerySpec, prefix: str = "spec", rules: Iterable[Rule] | None = None) -> list[Problem]:
+    """Every problem the rules find, each at a path below ``prefix``."""
+    return [
+        Problem(f"{prefix}{path}", message)
+        for rule in (RULES if rules is None else rules)
+        for path, message in rule.check(spec)
+    ]
+
+
+def _or_default(path: str, default: Any) -> str:
+    """`self.a.b` if set, else the model's default, as a CEL expression."""
+    parent, _, leaf = path.rpartition(".")
+    literal = f"'{default}'" if isinstance(default, str) else str(default)
+    return f"(has({parent}.{leaf}) ? {path} : {literal})"
+
+
+# --- which sources, sinks and output modes each trigger mode allows ------------------
+
+
+def _kinds_rule(mode: Mode, what: str, allowed: frozenset[str], every: Iterable[str]) -> Rule:
+    verb = "read from" if what == "source" else "write to"
+    message = f"{mode} mode cannot {verb} a {{kind}} {what} (allowed: {', '.join(sorted(allowed))})"
+
+    def check(spec: QuerySpec) -> Found:
+        kind = getattr(spec, what).kind
+        if spec.mode is mode and kind not in allowed:
+            yield f".{what}", message.format(kind=kind)
+
+    cel = tuple(
+        Cel(f"!has(self.trigger.{mode}) || !has(self.{what}.{kind})", message.format(kind=kind), field_path=f".{what}")
+        for kind in every
+        if kind not in allowed
+    )
+    return Rule(f"{mode}-{what}s", check, cel)
+
+
+def _output_rule(mode: Mode) -> Rule:
+    only = mode.only_output
+
+    def check(spec: QuerySpec) -> Found:
+        output = spec.effective_output_mode
+        if spec.mode is mode and output is not only:
+            yield ".outputMode", f"{mode} mode supports only {only} output, not {output}"
+
+    cel = Cel(
+        f"!has(self.trigger.{mode}) || !has(self.outputMode) || self.outputMode == '{only}'",
+        message_expression=f"'{mode} mode supports only {only} output, not ' + self.outputMode",
+        field_path=".outputMode",
+    )
+    return Rule(f"{mode}-output", check, (cel,))
+
+
+def _positive_interval_rule(mode: Mode) -> Rule:
+    field = mode.interval_field
+    example = {"checkpointInterval": "1s"}.get(field, "5m")
+    message = f"{field} must be longer than 0 (e.g. {example})"
+
+    def check(spec: QuerySpec) -> Found:
+        if spec.mode is mode and spec.commit_interval_ms == 0:
+            yield f".trigger.{mode}.{field}", message
+
+    cel = Cel(f"!has(self.{field}) || duration(self.{field}) > duration('0s')", message, field_path=f".{field}",
+              at=("trigger", str(mode)))  # fmt: skip
+    return Rule(f"{mode}-interval", check, (cel,))
+
+
+# --- lifecycle, slots, the source ----------------------------------------------------------
+
+
+def _backoff(spec: QuerySpec) -> Found:
+    backoff = spec.restart_policy.backoff
+    if duration_ms(backoff.initial) > duration_ms(backoff.max):
+        yield ".restartPolicy.backoff", f"initial ({backoff.initial}) is longer than max ({backoff.max})"
+
+
+def _backoff_cel() -> Cel:
+    b = model.Backoff()
+    initial, maximum = _or_default("self.initial", b.initial), _or_default("self.max", b.max)
+    return Cel(f"duration({initial}) <= duration({maximum})", "initial is longer than max", at=("restartPolicy", "backoff"))
+
+
+def _slots(spec: QuerySpec) -> Found:
+    """Continuous mode holds one task slot per source partition for the query's
+    life; with no slot to spare, Spark hangs silently instead of failing."""
+    if not spec.mode.map_like_only or spec.source.rate is None:
+        return  # Kafka partition counts are known only at start; the job checks them then
+    partitions = spec.source.rate.num_partitions
+    slots = spec.runtime.task_slots(spec.mode, partitions)
+    if slots <= partitions:
+        yield ".runtime.parallelism", (
+            f"continuous mode needs more task slots than source partitions: {partitions} partitions, "
+            f"{slots} slots (set runtime.parallelism to at least {partitions + 1})"
+        )
+
+
+def _slots_cel() -> Cel:
+    e, rate = model.ExecutorResources(), model.RateSource()
+    executors = "has(self.runtime) && has(self.runtime.executors)"
+    instances = f"({executors} && has(self.runtime.executors.instances) ? self.runtime.executors.instances : {e.instances})"
+    cores = f"({executors} && has(self.runtime.executors.cores) ? self.runtime.executors.cores : {e.cores})"
+    explicit = "(has(self.runtime) && has(self.runtime.parallelism))"
+    partitions = _or_default("self.source.rate.numPartitions", rate.num_partitions)
+    # unset parallelism is sized from the partitions when the job starts: always enough
+    slots = f"({instances} > 0 ? {instances} * {cores} : ({explicit} ? self.runtime.parallelism : {partitions} + 1))"
+    return Cel(
+        f"!has(self.trigger.{Mode.CONTINUOUS}) || !has(self.source.rate) || {slots} > {partitions}",
+        "continuous mode needs more task slots than source partitions: set runtime.parallelism "
+        "(or executors.instances x executors.cores) above source.rate.numPartitions",
+        field_path=".runtime.parallelism",
+    )
+
+
+def _topics_or_pattern(spec: QuerySpec) -> Found:
+    kafka = spec.source.kafka
+    if kafka is not None and (kafka.topics is None) == (kafka.pattern is None):
+        yield ".source.kafka", "set exactly one of: topics, pattern"
+
+
+def _kafka(spec: QuerySpec) -> Found:
+    if (kafka := spec.source.kafka) is not None:
+        at = ".source.kafka"
+        yield from _option_rules(kafka.options, f"{at}.options", OWNED_SOURCE_OPTIONS, KNOWN_SOURCE_OPTIONS)
+        yield from _starting_offsets_rules(kafka.starting_offsets, f"{at}.startingOffsets")
+        if spec.mode is Mode.CONTINUOUS and any(k.lower().startswith("endingoffsets") for k in kafka.options):
+            yield f"{at}.options", "continuous mode does not support endingOffsets"
+    if (sink := spec.sink.kafka) is not None:
+        yield from _option_rules(sink.options, ".sink.kafka.options", OWNED_SINK_OPTIONS, KNOWN_SINK_OPTIONS)
+
+
+def _transforms(spec: QuerySpec) -> Found:
+    for i, step in enumerate(spec.transforms):
+        if step.sql is not None and not re.search(r"\binput\b", _STRING_LITERAL.sub("''", step.sql), re.I):
+            yield f".transforms[{i}].sql", "must read from the view named `input` (the previous step)"
+    if not spec.mode.map_like_only:
+        return
+    for path, text in _expressions(spec):
+        code = _STRING_LITERAL.sub("''", text)
+        if match := _CURRENT_TIME.search(code):
+            yield path, f"{spec.mode} mode does not support current time operations ({match.group(1)})"
+        if match := _AGGREGATION.search(code):
+            yield path, f"{spec.mode} mode supports map-like steps only; {match.group(0).strip()!r} aggregates"
+        if _JOIN.search(code):
+            yield path, f"{spec.mode} mode supports map-like steps only; joins are not allowed"
+        if _ORDER.search(code):
+            yield path, f"{spec.mode} mode supports map-like steps only; ORDER BY / LIMIT are not allowed"
+
 
 # Spark Kafka options the spec sets through its own fields.
 OWNED_SOURCE_OPTIONS = {
@@ -83,43 +255,10 @@ _JOIN = re.compile(r"\bjoin\b", re.I)
 _ORDER = re.compile(r"\border\s+by\b|\blimit\s+[0-9]", re.I)
 
 
-def check_rules(spec: QuerySpec, prefix: str = "spec") -> list[Problem]:
-    return list(_all_rules(spec, prefix))
-
-
-def _all_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
-    mode = spec.mode
-    if spec.source.kind not in ALLOWED_SOURCES[mode]:
-        allowed = ", ".join(sorted(ALLOWED_SOURCES[mode]))
-        yield Problem(f"{p}.source", f"{mode} mode cannot read from a {spec.source.kind} source (allowed: {allowed})")
-    if spec.sink.kind not in ALLOWED_SINKS[mode]:
-        allowed = ", ".join(sorted(ALLOWED_SINKS[mode]))
-        yield Problem(f"{p}.sink", f"{mode} mode cannot write to a {spec.sink.kind} sink (allowed: {allowed})")
-    yield from _output_mode_rules(spec, p)
-    yield from _transform_rules(spec, p)
-    yield from _slot_rules(spec, p)
-    yield from _kafka_rules(spec, p)
-    backoff = spec.restart_policy.backoff
-    if duration_ms(backoff.initial) > duration_ms(backoff.max):
-        yield Problem(f"{p}.restartPolicy.backoff", f"initial ({backoff.initial}) is longer than max ({backoff.max})")
-    if mode == "continuous" and duration_ms(spec.trigger.continuous.checkpoint_interval) == 0:
-        yield Problem(f"{p}.trigger.continuous.checkpointInterval", "must be longer than 0 (e.g. 1s)")
-    if mode == "realTime" and duration_ms(spec.trigger.real_time.batch_duration) == 0:
-        yield Problem(f"{p}.trigger.realTime.batchDuration", "must be longer than 0 (e.g. 5m)")
-
-
-def _output_mode_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
-    mode, output = spec.mode, spec.effective_output_mode
-    if mode == "continuous" and output is not OutputMode.APPEND:
-        yield Problem(f"{p}.outputMode", f"continuous mode supports only append output, not {output.value}")
-    if mode == "realTime" and output is not OutputMode.UPDATE:
-        yield Problem(f"{p}.outputMode", f"realTime mode supports only update output, not {output.value}")
-
-
-def _expressions(spec: QuerySpec, p: str) -> Iterator[tuple[str, str]]:
+def _expressions(spec: QuerySpec) -> Found:
     """(path, SQL text) for every expression the transforms hold."""
     for i, step in enumerate(spec.transforms):
-        at = f"{p}.transforms[{i}]"
+        at = f".transforms[{i}]"
         if step.where is not None:
             yield f"{at}.where", step.where
         elif step.select is not None:
@@ -131,85 +270,56 @@ def _expressions(spec: QuerySpec, p: str) -> Iterator[tuple[str, str]]:
             yield f"{at}.sql", step.sql
 
 
-def _transform_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
-    for i, step in enumerate(spec.transforms):
-        if step.sql is not None and not re.search(r"\binput\b", _STRING_LITERAL.sub("''", step.sql), re.I):
-            yield Problem(f"{p}.transforms[{i}].sql", "must read from the view named `input` (the previous step)")
-    if spec.mode != "continuous":
-        return
-    for path, text in _expressions(spec, p):
-        code = _STRING_LITERAL.sub("''", text)
-        if match := _CURRENT_TIME.search(code):
-            yield Problem(path, f"continuous mode does not support current time operations ({match.group(1)})")
-        if match := _AGGREGATION.search(code):
-            yield Problem(path, f"continuous mode supports map-like steps only; {match.group(0).strip()!r} aggregates")
-        if _JOIN.search(code):
-            yield Problem(path, "continuous mode supports map-like steps only; joins are not allowed")
-        if _ORDER.search(code):
-            yield Problem(path, "continuous mode supports map-like steps only; ORDER BY / LIMIT are not allowed")
-
-
-def _slot_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
-    """Continuous mode holds one task slot per source partition for the query's
-    life; with no slot to spare, Spark hangs silently instead of failing."""
-    if spec.mode != "continuous" or spec.source.rate is None:
-        return  # Kafka partition counts are known only at start; the job checks them then
-    partitions = spec.source.rate.num_partitions
-    slots = spec.runtime.task_slots(spec.mode, partitions)
-    if slots <= partitions:
-        yield Problem(
-            f"{p}.runtime.parallelism",
-            f"continuous mode needs more task slots than source partitions: {partitions} partitions, "
-            f"{slots} slots (set runtime.parallelism to at least {partitions + 1})",
-        )
-
-
-def _kafka_rules(spec: QuerySpec, p: str) -> Iterator[Problem]:
-    if (kafka := spec.source.kafka) is not None:
-        at = f"{p}.source.kafka"
-        yield from _option_rules(kafka.options, f"{at}.options", OWNED_SOURCE_OPTIONS, KNOWN_SOURCE_OPTIONS, kafka.auth)
-        yield from _starting_offsets_rules(kafka.starting_offsets, f"{at}.startingOffsets")
-        if spec.mode == "continuous" and any(k.lower().startswith("endingoffsets") for k in kafka.options):
-            yield Problem(f"{at}.options", "continuous mode does not support endingOffsets")
-    if (sink := spec.sink.kafka) is not None:
-        yield from _option_rules(sink.options, f"{p}.sink.kafka.options", OWNED_SINK_OPTIONS, KNOWN_SINK_OPTIONS, sink.auth)
-
-
-def _option_rules(options, at, owned, known, auth) -> Iterator[Problem]:
+def _option_rules(options: dict[str, str], at: str, owned: dict[str, str], known: set[str]) -> Found:
     for key, value in options.items():
         lowered = key.lower()
         if lowered in owned:
-            yield Problem(f"{at}.{key}", f"set through the {owned[lowered]} field, not options")
+            yield f"{at}.{key}", f"set through the {owned[lowered]} field, not options"
         elif lowered in AUTH_OPTIONS:
-            yield Problem(f"{at}.{key}", "credentials come from auth.secretRef, not options")
+            yield f"{at}.{key}", "credentials come from auth.secretRef, not options"
         elif SECRET_LOOKING.search(key):
-            yield Problem(f"{at}.{key}", "looks like a secret: put it in a Secret and reference it from auth.secretRef")
+            yield f"{at}.{key}", "looks like a secret: put it in a Secret and reference it from auth.secretRef"
         elif lowered in SPARK_MANAGED_KAFKA:
-            yield Problem(f"{at}.{key}", "Spark manages this Kafka setting itself and refuses it")
+            yield f"{at}.{key}", "Spark manages this Kafka setting itself and refuses it"
         elif lowered.startswith("kafka."):
             if lowered == "kafka." or not re.fullmatch(r"kafka\.[a-z0-9]+([.\-][a-z0-9]+)*", lowered):
-                yield Problem(f"{at}.{key}", "not a Kafka client setting name (e.g. kafka.request.timeout.ms)")
+                yield f"{at}.{key}", "not a Kafka client setting name (e.g. kafka.request.timeout.ms)"
         elif lowered not in known:
-            yield Problem(
+            yield (
                 f"{at}.{key}",
                 "unknown option; Kafka client settings need the kafka. prefix, "
                 f"Spark options are: {', '.join(sorted(known))}",
             )
         if not isinstance(value, str) or value == "":
-            yield Problem(f"{at}.{key}", "needs a non-empty value")
+            yield f"{at}.{key}", "needs a non-empty value"
 
 
-def _starting_offsets_rules(value: str, at: str) -> Iterator[Problem]:
+def _starting_offsets_rules(value: str, at: str) -> Found:
     if value in ("earliest", "latest"):
         return
     try:
         parsed = json.loads(value)
     except ValueError:
-        yield Problem(at, 'use "earliest", "latest" or JSON like {"topic":{"0":42}}')
+        yield (at, 'use "earliest", "latest" or JSON like {"topic":{"0":42}}')
         return
     valid = isinstance(parsed, dict) and all(
         isinstance(parts, dict) and all(isinstance(o, int) and str(k).isdigit() for k, o in parts.items())
         for parts in parsed.values()
     )
     if not valid:
-        yield Problem(at, 'JSON offsets must look like {"topic":{"0":42,"1":-2}} (-2 earliest, -1 latest)')
+        yield (at, 'JSON offsets must look like {"topic":{"0":42,"1":-2}} (-2 earliest, -1 latest)')
+
+
+RULES: tuple[Rule, ...] = (
+    *(_kinds_rule(mode, "source", mode.sources, model.Source.model_fields) for mode in Mode),
+    *(_kinds_rule(mode, "sink", mode.sinks, model.Sink.model_fields) for mode in Mode),
+    *(_output_rule(mode) for mode in Mode if mode.only_output is not None),
+    *(_positive_interval_rule(mode) for mode in Mode if mode.needs_positive_interval),
+    Rule("backoff-order", _backoff, (_backoff_cel(),)),
+    Rule("continuous-slots", _slots, (_slots_cel(),)),
+    Rule("kafka-topics-or-pattern", _topics_or_pattern, (
+        Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),
+    )),
+    Rule("kafka-options", _kafka),
+    Rule("transforms", _transforms),
+)

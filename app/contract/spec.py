@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
+
+from app.contract.modes import Mode, OutputMode
 
 DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
 _DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -116,12 +118,6 @@ class KafkaSource(Model):
     options: dict[str, str] = Field(default_factory=dict, description="Extra Spark Kafka source options.")
     auth: KafkaAuth | None = None
 
-    @model_validator(mode="after")
-    def _topics_or_pattern(self):
-        if (self.topics is None) == (self.pattern is None):
-            raise ValueError("set exactly one of: topics, pattern")
-        return self
-
 
 class RateSource(Model):
     rows_per_second: int = Field(default=10, ge=1)
@@ -204,12 +200,6 @@ class Trigger(OneOf):
     available_now: AvailableNowTrigger | None = None
 
 
-class OutputMode(StrEnum):
-    APPEND = "append"
-    UPDATE = "update"
-    COMPLETE = "complete"
-
-
 # --- checkpoint, runtime, lifecycle -------------------------------------------
 
 
@@ -236,8 +226,6 @@ class Checkpoint(Model):
 
 DEFAULT_PARALLELISM = 4
 SLOT_HEADROOM = 2  # slots beyond one per partition: Spark's own jobs and a partition or two added later
-# Modes whose tasks run for the query's life, one slot per source partition.
-LONG_RUNNING_MODES = ("continuous", "realTime")
 
 
 class Backend(StrEnum):
@@ -295,13 +283,13 @@ class Runtime(Model):
         """local[N] with N chosen from the source's partitions."""
         return self.executors.instances == 0 and self.parallelism is None
 
-    def task_slots(self, mode: str, partitions: int = 0) -> int:
+    def task_slots(self, mode: Mode | str, partitions: int = 0) -> int:
         """Slots the query gets when its source has ``partitions`` partitions."""
         if self.executors.instances > 0:
             return self.executors.instances * self.executors.cores
         if self.parallelism is not None:
             return self.parallelism
-        if mode in LONG_RUNNING_MODES:
+        if Mode(mode).long_running:
             return max(DEFAULT_PARALLELISM, partitions + SLOT_HEADROOM)
         return DEFAULT_PARALLELISM
 
@@ -363,7 +351,7 @@ class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
     source: Source
-    transforms: list[Transform] = Field(default_factory=list)
+    transforms: list[Transform] = Field(default_factory=list, max_length=64)
     sink: Sink
     trigger: Trigger
     output_mode: OutputMode | None = Field(default=None, description="Defaults to append (update in realTime).")
@@ -374,28 +362,21 @@ class QuerySpec(Model):
     suspend: bool = False
     restart_nonce: str | None = Field(default=None, description="Change it to force a restart.")
 
-    @field_validator("transforms")
-    @classmethod
-    def _bounded(cls, value):
-        if len(value) > 64:
-            raise ValueError("at most 64 transforms")
-        return value
+    @property
+    def mode(self) -> Mode:
+        return Mode(self.trigger.kind)
 
     @property
-    def mode(self) -> Literal["continuous", "realTime", "microBatch", "availableNow"]:
-        return self.trigger.kind  # type: ignore[return-value]
+    def commit_interval(self) -> str | None:
+        """The trigger's duration (as written), None for availableNow."""
+        field = self.mode.interval_field
+        return None if field is None else self.trigger.value.model_dump(by_alias=True)[field]
 
     @property
     def commit_interval_ms(self) -> int:
         """How often the query commits when all is well (0: as fast as it can)."""
-        t = self.trigger
-        if t.continuous is not None:
-            return duration_ms(t.continuous.checkpoint_interval)
-        if t.real_time is not None:
-            return duration_ms(t.real_time.batch_duration)
-        if t.micro_batch is not None:
-            return duration_ms(t.micro_batch.interval)
-        return 0
+        interval = self.commit_interval
+        return 0 if interval is None else duration_ms(interval)
 
     @property
     def stall_after_ms(self) -> int:
@@ -404,6 +385,4 @@ class QuerySpec(Model):
 
     @property
     def effective_output_mode(self) -> OutputMode:
-        if self.output_mode is not None:
-            return self.output_mode
-        return OutputMode.UPDATE if self.mode == "realTime" else OutputMode.APPEND
+        return self.output_mode if self.output_mode is not None else self.mode.default_output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.pipeline.credentials import kafka_auth_options
-from app.contract.spec import LONG_RUNNING_MODES, QuerySpec, Transform, spark_interval
+from app.contract.spec import QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:
@@ -71,7 +71,7 @@ def kafka_sink_options(spec: QuerySpec) -> dict[str, str]:
     """The Kafka sink's options; the spec's own options override the defaults."""
     kafka = spec.sink.kafka
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers, "topic": kafka.topic}
-    if spec.mode in LONG_RUNNING_MODES:
+    if spec.mode.long_running:
         options.update(LOW_LATENCY_PRODUCER)
     options.update(kafka.options)
     options.update(kafka_auth_options(kafka.auth, "spec.sink.kafka.auth"))
