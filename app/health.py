@@ -14,18 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 
 from app.contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offsets_json
 from app.contract import ExitCode
+from app.contract.progress import HealthState
 from app.contract.spec import QuerySpec
 
-
-
-class HealthState(StrEnum):
-    HEALTHY = "Healthy"
-    STALLED = "Stalled"
-    UNKNOWN = "Unknown"  # the broker did not say how much input waits
 
 
 # --- lag ------------------------------------------------------------------------------

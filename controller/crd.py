@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from app.contract import GROUP, KIND, PLURAL, SHORT_NAME, VERSION
 from app.contract import spec as spec_model
+from app.contract.progress import field_path
 from app.contract.rules import RULES, Rule
 from controller.status import QueryStatus
 
@@ -175,13 +176,13 @@ PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Mode", "type": "string", "jsonPath": ".status.mode"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
-    {"name": "Epoch", "type": "integer", "jsonPath": ".status.progress.batchId",
+    {"name": "Epoch", "type": "integer", "jsonPath": field_path("batch_id"),
      "description": "Last committed epoch (continuous) or batch id"},
-    {"name": "Lag", "type": "integer", "jsonPath": ".status.progress.totalLag",
+    {"name": "Lag", "type": "integer", "jsonPath": field_path("total_lag"),
      "description": "Records waiting in the source, all partitions"},
-    {"name": "Health", "type": "string", "jsonPath": ".status.progress.health.state", "priority": 1},
-    {"name": "Last-Commit", "type": "date", "jsonPath": ".status.progress.lastCommitTime", "priority": 1},
-    {"name": "Slots", "type": "integer", "jsonPath": ".status.progress.slots", "priority": 1},
+    {"name": "Health", "type": "string", "jsonPath": field_path("health.state"), "priority": 1},
+    {"name": "Last-Commit", "type": "date", "jsonPath": field_path("last_commit_time"), "priority": 1},
+    {"name": "Slots", "type": "integer", "jsonPath": field_path("slots"), "priority": 1},
     {"name": "Driver", "type": "string", "jsonPath": ".status.driver", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

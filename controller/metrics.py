@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import GaugeMetricFamily
 
 from controller.phases import Phase
-from controller.progress import STALLED
+from app.contract.progress import HealthState
 from controller.status import parse_time
 
 
@@ -94,7 +94,7 @@ class Metrics:
             self._commits[key] = moment.timestamp()
             self.last_commit.labels(namespace, query).set(moment.timestamp())
         health = progress.get("health") if isinstance(progress.get("health"), dict) else {}
-        self.stalled.labels(namespace, query).set(1 if health.get("state") == STALLED else 0)
+        self.stalled.labels(namespace, query).set(1 if health.get("state") == HealthState.STALLED else 0)
 
     def forget(self, namespace: str, query: str) -> None:
         key = (namespace, query)

@@ -7,37 +7,20 @@ record in ``status.progress``, reading it from the driver's log.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
+from app.contract.progress import HealthState, ProgressRecord
 from controller.status import parse_time
 
-# Fields of a progress record copied into status.progress.
-FIELDS = (
-    "batchId", "committedOffsets", "lastCommitTime", "inFlight", "numInputRows", "inputRowsPerSecond",
-    "processedRowsPerSecond", "lag", "totalLag", "partitions", "slots", "health", "checkpoint",
-    "checkpointHolds", "recovered",
-)  # fmt: skip
-STALLED = "Stalled"  # app.health.HealthState.STALLED, as it appears on the wire
 
 
 def last_progress(log_text: str) -> dict[str, Any] | None:
     """The newest progress record in a log tail, shaped for status.progress; None if none."""
     for line in reversed(log_text.splitlines()):
-        line = line.strip()
-        if not (line.startswith("{") and '"progress"' in line):
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict) or record.get("event") != "progress":
-            continue
-        out = {k: record[k] for k in FIELDS if record.get(k) is not None}
-        if record.get("timestamp"):
-            out["updatedAt"] = record["timestamp"]
-        return out
+        record = ProgressRecord.from_line(line)
+        if record is not None:
+            return record.status_fields()
     return None
 
 
@@ -46,7 +29,7 @@ def stalled(progress: dict[str, Any] | None, attempt: int) -> str | None:
     if not isinstance(progress, dict) or progress.get("attempt") != attempt:
         return None
     health = progress.get("health")
-    if isinstance(health, dict) and health.get("state") == STALLED:
+    if isinstance(health, dict) and health.get("state") == HealthState.STALLED:
         return str(health.get("message") or "no commit while input waits")
     return None
 

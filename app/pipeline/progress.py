@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from app.checkpoint import CheckpointState, KafkaOffsets
+from app.contract.modes import Mode
+from app.contract.progress import EVENT, ProgressHealth, ProgressRecord
 from app.health import Verdict
 
 
@@ -85,7 +87,7 @@ def make_listener(rates: ListenerRates, wake: threading.Event | None = None):
 def progress_record(
     *,
     query: str,
-    mode: str,
+    mode: Mode,
     state: CheckpointState,
     rates: dict[str, Any],
     lag: dict[str, dict[int, int]] | None,
@@ -97,34 +99,33 @@ def progress_record(
     recovered: dict[str, Any] | None,
     now: float,
 ) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "event": "progress",
-        "query": query,
-        "mode": mode,
-        "batchId": state.last_committed,
-        "committedOffsets": wire_offsets(state.kafka_offsets()),
-        "lastCommitTime": iso(state.committed_at),
-        "inFlight": state.in_flight,
-        "numInputRows": rates.get("numInputRows"),
-        "inputRowsPerSecond": rates.get("inputRowsPerSecond"),
-        "processedRowsPerSecond": rates.get("processedRowsPerSecond"),
-        "lag": wire_offsets(lag) if lag is not None else None,
-        "totalLag": sum(sum(p.values()) for p in lag.values()) if lag is not None else None,
-        "partitions": dict(sorted(partitions.items())),
-        "slots": slots,
-        "health": {
-            "state": verdict.state.value,
-            "message": verdict.message,
-            "waitingSeconds": round(verdict.waiting_s, 1),
-            "stallAfterSeconds": stall_after_s,
-        },
-        "checkpoint": state.location,
-        "checkpointHolds": holds,
-        "timestamp": iso(now),
-    }
-    if recovered is not None:
-        record["recovered"] = recovered
-    return record
+    """The record the operator reads back (app.contract.progress), in its wire form."""
+    return ProgressRecord(
+        event=EVENT,
+        query=query,
+        mode=mode,
+        batch_id=state.last_committed,
+        committed_offsets=wire_offsets(state.kafka_offsets()),
+        last_commit_time=iso(state.committed_at),
+        in_flight=state.in_flight,
+        num_input_rows=rates.get("numInputRows"),
+        input_rows_per_second=rates.get("inputRowsPerSecond"),
+        processed_rows_per_second=rates.get("processedRowsPerSecond"),
+        lag=wire_offsets(lag) if lag is not None else None,
+        total_lag=sum(sum(p.values()) for p in lag.values()) if lag is not None else None,
+        partitions=dict(sorted(partitions.items())),
+        slots=slots,
+        health=ProgressHealth(
+            state=verdict.state,
+            message=verdict.message,
+            waiting_seconds=round(verdict.waiting_s, 1),
+            stall_after_seconds=stall_after_s,
+        ),
+        checkpoint=state.location,
+        checkpoint_holds=holds,
+        recovered=recovered,
+        timestamp=iso(now),
+    ).wire()
 
 
 class ProgressSink:

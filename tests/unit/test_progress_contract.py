@@ -1,0 +1,47 @@
+"""The progress record crosses from the job to the operator through one model."""
+
+import io
+
+import pytest
+
+from app.contract.checkpoint import CheckpointState
+from app.contract.modes import Mode
+from app.contract.progress import HealthState, ProgressRecord, field_path
+from app.health import Verdict
+from app.pipeline.progress import ProgressSink, progress_record
+from controller.progress import last_progress, stalled
+
+pytestmark = pytest.mark.unit
+
+
+def _printed_record() -> str:
+    state = CheckpointState(location="/ck", exists=True, last_committed=7, committed_offsets=[{"t": {"0": 40}}])
+    record = progress_record(
+        query="q", mode=Mode.CONTINUOUS, state=state, rates={}, lag={"t": {0: 3}}, partitions={"t": 1}, slots=3,
+        verdict=Verdict(HealthState.STALLED, "no commit for 70s", 70.0), stall_after_s=60.0, holds={}, recovered=None,
+        now=1767268800.0,
+    )  # fmt: skip
+    stream = io.StringIO()
+    ProgressSink(None, stream).emit(record)
+    return "INFO something before\n" + stream.getvalue()
+
+
+def test_what_the_job_prints_is_what_the_operator_reads():
+    progress = last_progress(_printed_record())
+    assert progress["batchId"] == 7 and progress["committedOffsets"] == {"t": {"0": 40}}
+    assert progress["totalLag"] == 3 and progress["lag"] == {"t": {"0": 3}} and progress["slots"] == 3
+    assert progress["updatedAt"] == "2026-01-01T12:00:00.000Z"
+    assert stalled({**progress, "attempt": 1}, 1) == "no commit for 70s"
+
+
+def test_a_line_that_is_not_a_record_is_skipped():
+    assert ProgressRecord.from_line('{"event": "other", "batchId": 1}') is None
+    assert ProgressRecord.from_line('{"event": "progress", "batchId": "not a number"}') is None
+    assert ProgressRecord.from_line("plain text") is None
+
+
+def test_columns_name_fields_that_exist():
+    assert field_path("batch_id") == ".status.progress.batchId"
+    assert field_path("health.state") == ".status.progress.health.state"
+    with pytest.raises(KeyError):
+        field_path("batch")
