@@ -12,7 +12,8 @@ from pathlib import Path
 
 from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint, unwritable
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
-from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode
+from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.plan import build_dataframe, build_writer
@@ -27,8 +28,6 @@ from app.contract.spec import IncompatibleChange, QuerySpec
 from app.contract.problems import SpecError
 
 log = logging.getLogger("streamq.job")
-# Fault injection for tests: "skip-slot-check" starts a query with too few slots, so that it really hangs.
-FAILPOINT_ENV = "STREAMQ_FAILPOINT"
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     spec = doc.spec
     try:
         partitions = preflight(spec, options.preflight_timeout_s)
-        if os.environ.get(FAILPOINT_ENV) == "skip-slot-check":  # tests: let Spark hang, for the watchdog to see
+        if failpoints.active(Failpoint.SKIP_SLOT_CHECK):  # tests: let Spark hang, for the watchdog to see
             slots = spec.runtime.task_slots(spec.mode, sum(partitions.values()))
         else:
             slots = check_slots(spec, partitions)

@@ -7,10 +7,15 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
 
 from app.contract import GROUP, PLURAL, VERSION
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+# The drivers the operator deletes by kind (DeleteDriver names the kind only).
+CHILD_API_VERSIONS = {"Pod": "v1", "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}"}
+REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
 
 
 def _json(response) -> Any:
@@ -22,13 +27,14 @@ class Kube:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self._dynamic: DynamicClient | None = None
 
     # -- StreamingQuery ------------------------------------------------------------
 
     def get_query(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return _json(self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _preload_content=False))  # fmt: skip
+                GROUP, VERSION, namespace, PLURAL, name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -41,18 +47,19 @@ class Kube:
             body["metadata"] = {"resourceVersion": resource_version}
         return _json(self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, body, _preload_content=False,
-            _content_type="application/merge-patch+json"))  # fmt: skip
+            _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
 
     # -- drivers -------------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        return _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))["items"]
+        return _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
+                                                   _request_timeout=REQUEST_TIMEOUT_S))["items"]  # fmt: skip
 
     def list_spark_applications(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         try:
             return _json(self.custom.list_namespaced_custom_object(
                 SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=selector,
-                _preload_content=False))["items"]  # fmt: skip
+                _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S))["items"]  # fmt: skip
         except ApiException as exc:
             if exc.status == 404:  # the SparkApplication API is not installed
                 return []
@@ -60,52 +67,45 @@ class Kube:
 
     def read_pod_log(self, namespace: str, name: str, container: str, tail_lines: int) -> str:
         response = self.core.read_namespaced_pod_log(
-            name, namespace, container=container, tail_lines=tail_lines, _preload_content=False
+            name, namespace, container=container, tail_lines=tail_lines, _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT_S,
         )
         return response.data.decode(errors="replace")
 
     # -- children ------------------------------------------------------------------
 
+    def _resource(self, api_version: str, kind: str):
+        """The API resource of a kind, found by discovery (cached for the process's life)."""
+        if self._dynamic is None:
+            self._dynamic = DynamicClient(self.api_client)
+        try:
+            return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            raise ApiException(status=404, reason=f"the API server serves no {api_version} {kind}") from None
+
     def create(self, obj: dict[str, Any]) -> bool:
         """Create a child; False when it already exists (a retry of an earlier attempt)."""
-        kind, ns = obj["kind"], obj["metadata"]["namespace"]
+        resource = self._resource(obj["apiVersion"], obj["kind"])
         try:
-            if kind == "Pod":
-                self.core.create_namespaced_pod(ns, obj, _preload_content=False)
-            elif kind == "Service":
-                self.core.create_namespaced_service(ns, obj, _preload_content=False)
-            elif kind == "ConfigMap":
-                self.core.create_namespaced_config_map(ns, obj, _preload_content=False)
-            elif kind == "SparkApplication":
-                self.custom.create_namespaced_custom_object(
-                    SPARK_GROUP, SPARK_VERSION, ns, SPARK_PLURAL, obj, _preload_content=False)  # fmt: skip
-            else:
-                raise ValueError(f"cannot create a {kind}")
-        except ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
+            resource.create(body=obj, namespace=obj["metadata"]["namespace"], _request_timeout=REQUEST_TIMEOUT_S)
+        except ConflictError:
+            return False
         return True
 
     def apply_config_map(self, obj: dict[str, Any]) -> None:
         """The query's ConfigMap holds the document of the next driver: create or overwrite."""
         if not self.create(obj):
             meta = obj["metadata"]
-            self.core.replace_namespaced_config_map(meta["name"], meta["namespace"], obj, _preload_content=False)
+            self.core.replace_namespaced_config_map(meta["name"], meta["namespace"], obj, _preload_content=False,
+                                                    _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         """Delete with the object's own grace period; gone already is fine."""
         try:
-            if kind == "Pod":
-                self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
-            elif kind == "SparkApplication":
-                self.custom.delete_namespaced_custom_object(
-                    SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, name, _preload_content=False)  # fmt: skip
-            else:
-                raise ValueError(f"cannot delete a {kind}")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            self._resource(CHILD_API_VERSIONS[kind], kind).delete(name=name, namespace=namespace,
+                                                                  _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        except NotFoundError:
+            pass
 
 
 def api_message(exc: ApiException) -> str:

@@ -63,6 +63,21 @@ class Observed:
     drivers: tuple[Driver, ...] = ()
 
 
+def _identity(meta: dict[str, Any]) -> dict[str, Any]:
+    """What a driver's metadata says, pod or SparkApplication: which attempt of which spec,
+    whose it is, whether it is going."""
+    annotations = meta.get("annotations") or {}
+    return {
+        "name": meta.get("name", ""),
+        "attempt": _attempt(meta),
+        "spec_hash": annotations.get(names.ANNOTATION_SPEC_HASH),
+        "restart_nonce": annotations.get(names.ANNOTATION_RESTART_NONCE),
+        "owner_uid": _controller_uid(meta),
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "created_at": parse_time(meta.get("creationTimestamp")),
+    }
+
+
 def _attempt(meta: dict[str, Any]) -> int | None:
     value = (meta.get("labels") or {}).get(names.LABEL_ATTEMPT)
     return int(value) if value is not None and str(value).isdigit() else None
@@ -131,18 +146,12 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         started_at = parse_time(status.get("startTime"))
     return Driver(
         kind="Pod",
-        name=meta.get("name", ""),
         phase=phase,
-        attempt=_attempt(meta),
-        spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
-        restart_nonce=(meta.get("annotations") or {}).get(names.ANNOTATION_RESTART_NONCE),
-        owner_uid=_controller_uid(meta),
-        deleting=bool(meta.get("deletionTimestamp")),
+        **_identity(meta),
         exit_code=exit_code,
         reason=reason,
         message=message,
         waiting=waiting,
-        created_at=parse_time(meta.get("creationTimestamp")),
         started_at=started_at,
         finished_at=finished_at,
     )
@@ -176,17 +185,11 @@ def driver_from_spark_application(app: dict[str, Any], pod: dict[str, Any] | Non
     reason = (from_pod.reason if from_pod and from_pod.reason else None) or (state if phase.ended else None)
     return Driver(
         kind="SparkApplication",
-        name=meta.get("name", ""),
         phase=phase,
-        attempt=_attempt(meta),
-        spec_hash=(meta.get("annotations") or {}).get(names.ANNOTATION_SPEC_HASH),
-        restart_nonce=(meta.get("annotations") or {}).get(names.ANNOTATION_RESTART_NONCE),
-        owner_uid=_controller_uid(meta),
-        deleting=bool(meta.get("deletionTimestamp")),
+        **_identity(meta),
         exit_code=exit_code,
         reason=reason,
         message=message,
-        created_at=parse_time(meta.get("creationTimestamp")),
         started_at=(from_pod.started_at if from_pod else None) or parse_time(status.get("lastSubmissionAttemptTime")),
         finished_at=(from_pod.finished_at if from_pod else None) or parse_time(status.get("terminationTime")),
     )

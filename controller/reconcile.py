@@ -17,6 +17,9 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
+from app.contract import failpoints
+from app.contract.failpoints import Failpoint
+from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, creation_failed, decide
@@ -25,12 +28,10 @@ from controller.names import DRIVER_CONTAINER
 from controller.observe import observe
 from controller.phases import Phase
 from controller.progress import last_progress
+from controller.run import SPARK_APP_KIND
 from controller.status import QueryStatus, status_patch
 
 CREATE_RETRY_S = 15.0
-# Fault injection for the crash tests: "exit-after-create" kills the process between
-# creating a driver and recording it in the status, the worst moment to die.
-FAILPOINT_ENV = "STREAMQ_FAILPOINT"
 PROGRESS_LOG_LINES = 200
 
 
@@ -43,7 +44,7 @@ class Outcome:
 
 def _uses_spark_apps(spec: Any, status: QueryStatus) -> bool:
     backend = ((spec or {}).get("runtime") or {}).get("backend") if isinstance(spec, dict) else None
-    return backend == "sparkApplication" or status.driver_kind == "SparkApplication"
+    return backend == Backend.SPARK_APPLICATION or status.driver_kind == SPARK_APP_KIND
 
 
 def reconcile_once(
@@ -110,7 +111,7 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                         kube.apply_config_map(child)
                     elif kube.create(child):
                         log.info("created %s %s", child["kind"], child["metadata"]["name"])
-                if os.environ.get(FAILPOINT_ENV) == "exit-after-create":
+                if failpoints.active(Failpoint.EXIT_AFTER_CREATE):
                     os._exit(137)
             except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down
                 message = api_message(exc)

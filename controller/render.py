@@ -6,27 +6,26 @@
     SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
 
 Owner references are added by the caller (``kopf.adopt``); everything else is here.
+What one attempt is (``Run``) and which spec fields make a new driver
+(``spec_hash``) are in ``controller.run``, which the decisions share.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import posixpath
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
-from app.contract.resume import ResumeFrom
 from app.contract.spec import Backend, QuerySpec
 from controller import names
 from controller.config import Settings
+from controller.run import SPARK_APP_KIND, Run, spec_hash
 
 SPARK_APP_API_VERSION = "sparkoperator.k8s.io/v1beta2"
-SPARK_APP_KIND = "SparkApplication"
 K8S_MASTER = "k8s://https://kubernetes.default.svc:443"
 PROGRESS_FILE = "/tmp/streamq/progress.json"
 SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE_NAME}"
@@ -34,47 +33,6 @@ SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE_NAME}"
 _VOLUME_SPEC = "query"
 _VOLUME_CHECKPOINT = "checkpoint"
 _VOLUME_TMP = "tmp"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One driver attempt: everything the renderers need."""
-
-    query: str
-    namespace: str
-    attempt: int
-    spec: QuerySpec
-    checkpoint_location: str  # the effective one (spec's, or a fresh one after a reset)
-    # Where the previous run had committed: used by the job only if the checkpoint is gone.
-    # Not part of what the driver runs (spec_hash): it changes with every commit.
-    resume: ResumeFrom | None = None
-
-    @property
-    def driver_name(self) -> str:
-        return names.driver_name(self.query, self.attempt)
-
-    @property
-    def uses_executors(self) -> bool:
-        return self.spec.runtime.executors.instances > 0
-
-
-# --- identity of a run ----------------------------------------------------------
-
-# Fields whose change does not need a new driver.
-_NOT_RUN_FIELDS = ("suspend", "restartPolicy")
-
-
-def run_fields(spec: QuerySpec) -> dict[str, Any]:
-    data = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
-    for key in _NOT_RUN_FIELDS:
-        data.pop(key, None)
-    return data
-
-
-def spec_hash(spec: QuerySpec, checkpoint_location: str) -> str:
-    """What a driver runs, in 16 hex digits: a different hash needs a new driver."""
-    payload = json.dumps({"spec": run_fields(spec), "checkpoint": checkpoint_location}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def image_of(spec: QuerySpec, settings: Settings) -> str:

@@ -13,6 +13,7 @@ operator imports nothing from ``app`` but this package.
     compat      which spec changes a checkpoint survives
     resume      offsets kept outside the checkpoint, for a lost one
     progress    the progress record the job prints and the operator reads
+    failpoints  named faults the tests switch on (STREAMQ_FAILPOINT); off unless set
 """
 
 from app.contract.names import *  # noqa: F401,F403  (the names are the contract's vocabulary)

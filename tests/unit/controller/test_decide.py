@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from app.contract.compat import source_change
-from controller.decide import CreateDriver, DeleteDriver, backoff_delay
+from controller.decide import CreateDriver, DeleteDriver
+from controller.decide.restart import backoff_delay
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.status import QueryStatus, format_time, parse_time

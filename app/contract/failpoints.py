@@ -1,0 +1,48 @@
+"""Failure injection for tests: named points where the job or the operator fails on purpose.
+
+For tests only. Off unless the ``STREAMQ_FAILPOINT`` environment variable names a
+point; it is read each time a point is asked about, never at import, so a test
+sets it in the environment of the one process it wants to fail. A name that is
+not a point is refused (``UnknownFailpoint``) rather than ignored, so a typo in
+a test cannot pass as a test of the happy path.
+
+    exit-after-create  the operator exits (137) right after creating a driver and
+                       before recording it in the status: the worst moment to die.
+                       The next operator must adopt that driver, not start a second.
+    skip-slot-check    the job skips its check that there is a task slot for every
+                       source partition, so a long-running query really hangs and
+                       the watchdog (and the operator's stall report) must see it.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+
+ENV = "STREAMQ_FAILPOINT"
+
+
+class Failpoint(StrEnum):
+    EXIT_AFTER_CREATE = "exit-after-create"
+    SKIP_SLOT_CHECK = "skip-slot-check"
+
+
+class UnknownFailpoint(ValueError):
+    pass
+
+
+def armed() -> Failpoint | None:
+    """The point ``STREAMQ_FAILPOINT`` names, None when it is unset or empty."""
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    try:
+        return Failpoint(value)
+    except ValueError:
+        known = ", ".join(p.value for p in Failpoint)
+        raise UnknownFailpoint(f"{ENV}={value!r} is not a failpoint (known: {known})") from None
+
+
+def active(point: Failpoint) -> bool:
+    """Whether this run was asked to fail at ``point``."""
+    return armed() is point

@@ -1,0 +1,136 @@
+"""The next step for one query, from what is desired and what exists (pure).
+
+``decide(inputs)`` reads the resource (spec, generation, status) and the
+observed drivers at time ``now`` and returns a :class:`Decision`: the status to
+write, the drivers to create or delete, the events to post and when to look
+again. It never talks to Kubernetes, so every transition is a table-driven
+unit test. The rules, in the order ``decide`` applies them:
+
+1. A spec the static rules refuse is ``Invalid``: its driver is stopped.
+2. The checkpoint gate (``gate``): a change the checkpoint cannot take is refused
+   (the previous spec keeps running) or, if asked, runs on a fresh checkpoint.
+3. ``Failed``, ``Invalid`` and ``Completed`` stay until the spec changes.
+4. ``suspend`` deletes the driver and keeps the checkpoint (``drivers``).
+5. Never two drivers for one checkpoint; a driver that runs an outdated spec is
+   replaced at once (``drivers``).
+6. A driver that ended is classified by its exit code and restarted, or not,
+   under the restart policy (``restart``).
+7. What the running driver reports goes into status.progress and the conditions
+   (``health``, ``conditions``).
+
+    draft       the inputs, the decision, and the draft each step writes into
+    gate        which spec runs, on which checkpoint
+    drivers     starting, replacing and stopping the driver
+    restart     exit codes, backoff, maxRestarts, stableAfter
+    health      stalls, silence and lost checkpoints the running driver reports
+    conditions  Ready, Progressing and Degraded
+"""
+
+from __future__ import annotations
+
+from app.contract.load import dump_spec, validate_spec
+from app.contract.problems import SpecError
+from controller.decide import drivers, restart
+from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs
+from controller.decide.gate import checkpoint_gate
+from controller.observe import DriverPhase
+from controller.phases import ConditionType, Phase, Reason
+from controller.run import spec_hash
+
+__all__ = ["CreateDriver", "Decision", "DeleteDriver", "Event", "Inputs", "creation_failed", "decide"]
+
+
+def decide(inputs: Inputs) -> Decision:
+    d = Draft.start(inputs)
+    old = inputs.status
+
+    try:
+        desired = validate_spec(inputs.raw_spec)
+    except SpecError as exc:
+        return drivers.invalid_spec(d, exc)
+
+    mine = [x for x in inputs.drivers if x.owner_uid == inputs.uid]
+    strangers = [x for x in inputs.drivers if x.owner_uid != inputs.uid]
+    for x in strangers:  # left by an earlier StreamingQuery of the same name
+        d.delete(x, "not owned by this StreamingQuery")
+
+    if inputs.progress is not None:  # what the current driver reported; kept while no newer comes
+        d.status.progress = {**inputs.progress, "attempt": old.attempt}
+
+    # 2. the checkpoint gate
+    last, run_spec, checkpoint = checkpoint_gate(d, desired)
+    run_hash = spec_hash(run_spec, checkpoint.location)
+    d.status.mode = run_spec.mode
+
+    # the current driver: the newest of ours; older ones must go
+    attempt = max([old.attempt, *[x.attempt or 0 for x in mine]])
+    current = next((x for x in mine if (x.attempt or 0) == attempt and attempt > 0), None)
+    for x in mine:
+        if x is not current:
+            d.delete(x, "superseded by a newer attempt")
+    blockers = [x for x in inputs.drivers if x is not current]
+    if current is not None and old.attempt < attempt:  # created, but the status write was lost
+        d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
+        if current.spec_hash == run_hash:
+            d.status.last_reconciled_spec = dump_spec(run_spec)
+            d.status.checkpoint = checkpoint
+
+    # 3. terminal phases stay until the spec changes
+    if old.phase is not None and old.phase.terminal:
+        if old.observed_generation == inputs.generation:
+            if current is not None and current.active:
+                d.delete(current, f"the query is {old.phase}")
+            return d.finish("nothing")
+        d.status.restarts, d.status.next_restart_time = 0, None
+        d.event("Normal", Reason.SPEC_CHANGED, f"spec changed (generation {inputs.generation}): starting again")
+        if current is not None:
+            d.delete(current, "spec changed after the query ended")
+            d.phase(Phase.RESTARTING, Reason.SPEC_CHANGED, f"spec changed: replacing driver {current.name}")
+            d.wait(WAIT_FOR_DELETION_S)
+            return d.finish("delete")
+        d.status.phase = Phase.PENDING
+
+    # 4. suspend
+    if run_spec.suspend:
+        return drivers.suspend(d, current)
+
+    # 5. no driver: create one, unless another still exists or a backoff runs
+    if current is None:
+        return drivers.no_driver(d, run_spec, checkpoint, attempt, blockers)
+    if current.deleting:
+        d.wait(WAIT_FOR_DELETION_S)
+        if d.status.phase is None:
+            d.phase(Phase.PENDING, Reason.WAITING_FOR_OLD_DRIVER, f"waiting for driver {current.name} to terminate")
+        return d.finish("wait")
+
+    # 6. a driver exists
+    if current.spec_hash != run_hash:
+        return drivers.replace_outdated(d, current, last, run_spec, checkpoint.location)
+    if current.phase is DriverPhase.RUNNING:
+        return drivers.running(d, current, run_spec)
+    if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
+        d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"
+        return d.finish("wait")
+    if current.active:
+        message = f"driver {current.name} is starting" + (f" ({current.waiting})" if current.waiting else "")
+        if old.phase is not Phase.STARTING:
+            d.phase(Phase.STARTING, Reason.DRIVER_STARTING, message)
+        elif current.waiting:
+            d.status.message = message  # e.g. ErrImagePull: say so while it lasts
+        return d.finish("wait")
+    return restart.ended(d, current, run_spec)
+
+
+def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float) -> Decision:
+    """The API refused to create the driver: keep the old status, say why, try again later."""
+    d = Draft.start(inputs)
+    d.status.mode = decision.status.mode
+    if d.status.phase is None:
+        d.status.phase = Phase.PENDING
+    d.reason = Reason.DRIVER_CREATE_FAILED
+    d.status.message = f"cannot create the driver: {error}"
+    previous = inputs.status.condition(ConditionType.DEGRADED)
+    if previous is None or previous.message != d.status.message:
+        d.event("Warning", Reason.DRIVER_CREATE_FAILED, d.status.message)
+    d.wait(retry_in)
+    return d.finish("create-failed")

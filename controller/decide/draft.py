@@ -1,0 +1,116 @@
+"""What a decision is made of, and the draft every decision step writes into (pure).
+
+A step reads :class:`Inputs`, changes the draft's status, adds actions, events and
+waits, and ends with ``draft.finish(verb)``: the :class:`Decision` the reconciler
+carries out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from controller.decide.conditions import conditions
+from controller.observe import Driver
+from controller.phases import Phase
+from controller.run import Run
+from controller.status import QueryStatus
+
+WAIT_FOR_DELETION_S = 5.0  # pod events wake the reconciler sooner; this is a safety net
+
+
+@dataclass(frozen=True)
+class Inputs:
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    raw_spec: Any
+    status: QueryStatus
+    drivers: tuple[Driver, ...]
+    now: datetime
+    progress: dict[str, Any] | None = None  # the driver's newest progress record, if read this pass
+    silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
+
+
+@dataclass(frozen=True)
+class CreateDriver:
+    run: Run
+
+
+@dataclass(frozen=True)
+class DeleteDriver:
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    verb: str  # what happened, in one word (tests and metrics): create, delete, wait, backoff, ...
+    status: QueryStatus
+    actions: tuple[CreateDriver | DeleteDriver, ...] = ()
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None  # seconds until the next look, if time alone changes things
+    restarted: bool = False  # a failure was counted as a restart
+
+
+@dataclass
+class Draft:
+    """One decision, step by step: starts as a copy of the status it was read with."""
+
+    inputs: Inputs
+    status: QueryStatus
+    reason: str | None = None  # None: keep the reason the conditions have
+    refusal: str | None = None  # the checkpoint gate refused the spec
+    stall: str | None = None  # the running driver reports a stall
+    silence: str | None = None  # the running driver stopped reporting
+    actions: list = field(default_factory=list)
+    events: list = field(default_factory=list)
+    requeue: list = field(default_factory=list)
+    restarted: bool = False
+
+    @classmethod
+    def start(cls, inputs: Inputs) -> Draft:
+        draft = cls(inputs=inputs, status=inputs.status.model_copy(deep=True))
+        draft.status.observed_generation = inputs.generation
+        return draft
+
+    @property
+    def old(self) -> QueryStatus:
+        return self.inputs.status
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.events.append(Event(type_, reason, message))
+
+    def delete(self, d: Driver, reason: str) -> None:
+        if not d.deleting:
+            self.actions.append(DeleteDriver(d.kind, d.name, reason))
+
+    def wait(self, seconds: float) -> None:
+        self.requeue.append(max(0.0, seconds))
+
+    def phase(self, phase: Phase, reason: str, message: str) -> None:
+        self.status.phase, self.reason, self.status.message = phase, reason, message
+
+    def finish(self, verb: str) -> Decision:
+        self.status.conditions = conditions(
+            self.old, self.status, self.reason, refusal=self.refusal, stall=self.stall, silence=self.silence,
+            now=self.inputs.now, generation=self.inputs.generation,
+        )  # fmt: skip
+        return Decision(
+            verb=verb,
+            status=self.status,
+            actions=tuple(self.actions),
+            events=tuple(self.events),
+            requeue_after=min(self.requeue) if self.requeue else None,
+            restarted=self.restarted,
+        )

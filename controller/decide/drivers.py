@@ -1,0 +1,127 @@
+"""Starting, replacing and stopping the query's driver (pure).
+
+Never two drivers for one checkpoint: nothing is created while any other driver
+of the query still exists, even one that is terminating. A driver that runs an
+outdated spec (a spec change, a new restartNonce) is replaced at once. The next
+driver gets the last committed offsets, for the case its checkpoint is gone.
+"""
+
+from __future__ import annotations
+
+from app.contract.load import dump_spec
+from app.contract.problems import SpecError
+from app.contract.resume import ResumeFrom
+from app.contract.spec import QuerySpec
+from controller.decide import health, restart
+from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
+from controller.observe import Driver
+from controller.phases import Phase, Reason
+from controller.run import POD_KIND, Run, run_fields, spec_hash
+from controller.status import CheckpointStatus, format_time, parse_time
+
+
+def invalid_spec(d: Draft, exc: SpecError) -> Decision:
+    message = "invalid spec: " + "; ".join(str(p) for p in exc.problems)
+    old = d.old
+    for x in d.inputs.drivers:
+        d.delete(x, "the spec is invalid")
+    if old.phase is not Phase.INVALID or old.message != message:
+        d.event("Warning", Reason.INVALID_SPEC, message)
+    d.status.next_restart_time = None
+    d.phase(Phase.INVALID, Reason.INVALID_SPEC, message)
+    return d.finish("invalid")
+
+
+def suspend(d: Draft, current: Driver | None) -> Decision:
+    d.status.next_restart_time = None
+    d.status.driver_start_time = None
+    if current is not None and not current.deleting:
+        d.delete(current, "suspended")
+    waiting = current is not None
+    message = f"suspending: stopping driver {current.name}" if waiting else "suspended: no driver runs; the checkpoint is kept"
+    if d.old.phase is not Phase.SUSPENDED:
+        d.event("Normal", Reason.SUSPENDED, "suspend: true, stopping the query (the checkpoint is kept)")
+    d.phase(Phase.SUSPENDED, Reason.SUSPENDED, message)
+    if waiting:
+        d.wait(WAIT_FOR_DELETION_S)
+    return d.finish("suspend")
+
+
+def no_driver(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt: int,
+              blockers: list[Driver]) -> Decision:  # fmt: skip
+    """None of ours exists: create the next, unless another still exists or the restart policy says wait."""
+    if blockers:
+        names_ = ", ".join(x.name for x in blockers)
+        if d.status.phase is None:
+            d.status.phase = Phase.PENDING
+        d.reason = Reason.WAITING_FOR_OLD_DRIVER
+        d.status.message = f"waiting for {names_} to be deleted before starting a driver"
+        d.wait(WAIT_FOR_DELETION_S)
+        return d.finish("wait")
+    held_back = restart.lost_or_waiting(d, run_spec)
+    if held_back is not None:
+        return held_back
+    return _create(d, run_spec, checkpoint, attempt + 1)
+
+
+def _create(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt: int) -> Decision:
+    old, inputs = d.old, d.inputs
+    resume = ResumeFrom.from_progress(d.status.progress, checkpoint.location)
+    run = Run(query=inputs.name, namespace=inputs.namespace, attempt=attempt, spec=run_spec,
+              checkpoint_location=checkpoint.location, resume=resume)  # fmt: skip
+    kind = run.driver_kind
+    d.actions.append(CreateDriver(run))
+    st = d.status
+    st.attempt, st.driver, st.driver_kind = attempt, run.driver_name, kind
+    st.driver_start_time, st.next_restart_time = None, None
+    st.last_reconciled_spec = dump_spec(run_spec)
+    if old.checkpoint is not None and checkpoint.resets > old.checkpoint.resets:
+        d.event("Normal", Reason.NEW_CHECKPOINT, f"the source changed: starting on a fresh checkpoint at {checkpoint.location}")
+    st.checkpoint = checkpoint
+    if old.phase is Phase.SUSPENDED:
+        d.event("Normal", Reason.RESUMED, f"suspend: false, starting driver {run.driver_name}")
+    what = "restarting" if old.phase is Phase.RESTARTING else "starting"
+    d.event("Normal", Reason.CREATED, f"{what} the query: created {kind.lower() if kind == POD_KIND else kind} {run.driver_name} (attempt {attempt})")
+    d.phase(Phase.STARTING, Reason.CREATED, f"driver {run.driver_name} created (attempt {attempt})")
+    return d.finish("create")
+
+
+def replace_outdated(d: Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> Decision:
+    nonce_only = _only_the_nonce_changed(current, last, run_spec, location)
+    reason = Reason.RESTART_REQUESTED if nonce_only else Reason.SPEC_CHANGED
+    why = "restartNonce changed" if nonce_only else "the spec changed"
+    d.delete(current, why)
+    d.status.next_restart_time = None
+    d.event("Normal", reason, f"{why}: stopping driver {current.name}; the query restarts on its checkpoint")
+    d.phase(Phase.RESTARTING, reason, f"{why}: replacing driver {current.name}")
+    d.wait(WAIT_FOR_DELETION_S)
+    return d.finish("delete")
+
+
+def _only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> bool:
+    """Whether the driver differs from the spec in restartNonce alone. The driver's own record
+    (its nonce and hash) answers even when the status write after its creation was lost; the
+    last reconciled spec answers for drivers made before the nonce was recorded."""
+    if current.restart_nonce is not None:
+        with_its_nonce = run_spec.model_copy(update={"restart_nonce": current.restart_nonce or None})
+        return current.restart_nonce != (run_spec.restart_nonce or "") and (
+            spec_hash(with_its_nonce, location) == current.spec_hash
+        )
+    return (
+        last is not None
+        and last.restart_nonce != run_spec.restart_nonce
+        and run_fields(last.model_copy(update={"restart_nonce": None}))
+        == run_fields(run_spec.model_copy(update={"restart_nonce": None}))
+    )
+
+
+def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
+    old, now = d.old, d.inputs.now
+    started = current.started_at or parse_time(old.driver_start_time) or now
+    d.status.driver_start_time = format_time(started)
+    if old.phase is not Phase.RUNNING:
+        d.event("Normal", Reason.DRIVER_RUNNING, f"driver {current.name} is running")
+    d.phase(Phase.RUNNING, Reason.DRIVER_RUNNING, f"driver {current.name} is running")
+    health.reported(d, current)
+    restart.reset_when_stable(d, started, run_spec)
+    return d.finish("running")

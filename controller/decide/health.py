@@ -1,0 +1,53 @@
+"""What the running driver says about itself, read from its progress records (pure).
+
+A stall it reports makes ``Degraded`` ``Stalled`` (the job decides whether to exit);
+a driver that printed nothing for a while is ``Unresponsive``; a checkpoint it had
+to start afresh (from the offsets recorded in status, app.contract.resume) is said
+in an event. Reported, never acted on.
+"""
+
+from __future__ import annotations
+
+from controller import progress as reports
+from controller.decide.draft import Draft
+from controller.observe import Driver
+from controller.phases import ConditionType, Reason
+
+
+def reported(d: Draft, current: Driver) -> None:
+    """What the running driver said about itself: a stall, silence, a checkpoint it had to start afresh."""
+    attempt = current.attempt or d.status.attempt
+    d.stall = reports.stalled(d.status.progress, attempt)
+    if d.stall is not None:
+        previous = d.old.condition(ConditionType.DEGRADED)
+        if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
+            d.event("Warning", Reason.STALLED, f"driver {current.name}: {d.stall}")
+    d.silence = _silence(d, current, attempt)
+    found = reports.recovered(d.status.progress, attempt)
+    if found is not None and reports.recovered(d.old.progress, attempt) is None:
+        location = d.status.checkpoint.location if d.status.checkpoint else "?"
+        batch = f" committed at batch {found['batchId']}" if found.get("batchId") is not None else ""
+        d.event("Warning", Reason.CHECKPOINT_LOST,
+                f"the checkpoint at {location} was {found.get('reason', 'missing')}: driver {current.name} started a fresh "
+                f"one from the offsets{batch} recorded in status (nothing skipped): {found.get('startingOffsets')}")  # fmt: skip
+
+
+def _silence(d: Draft, current: Driver, attempt: int) -> str | None:
+    """A driver that printed nothing for a while may be hung (a JVM in a GC spiral, a
+    stuck call): reported, not acted on. Judged only on a fresh read of its log, where
+    the newest record in the tail is the newest it printed; between reads the last
+    judgement stands, so the condition does not flap."""
+    previous = d.old.condition(ConditionType.DEGRADED)
+    was_silent = previous is not None and previous.status == "True" and previous.reason == Reason.UNRESPONSIVE
+    if d.inputs.progress is None:
+        return previous.message if was_silent else None
+    age = reports.report_age(d.status.progress, attempt, d.inputs.now)
+    if age is None or age <= d.inputs.silent_after_s:
+        if was_silent:
+            d.event("Normal", Reason.DRIVER_RUNNING, f"driver {current.name} reports progress again")
+        return None
+    message = (f"driver {current.name} has printed no progress for {age:.0f}s (limit {d.inputs.silent_after_s:g}s; "
+               f"the job reports every 10s): it may be hung, see `kubectl logs {current.name}`")  # fmt: skip
+    if not was_silent:
+        d.event("Warning", Reason.UNRESPONSIVE, message)
+    return message
