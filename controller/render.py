@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-import re
 from typing import Any
+
+from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
@@ -41,19 +42,9 @@ def image_of(spec: QuerySpec, settings: Settings) -> str:
 
 # --- units ----------------------------------------------------------------------
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|Ki|Mi|Gi|Ti|M|G|T)?$")
-_FACTORS = {
-    None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
-}  # fmt: skip
-
-
 def mebibytes(quantity: str) -> int:
     """A Kubernetes memory quantity in MiB (rounded up, at least 1)."""
-    match = _QUANTITY.match(quantity)
-    if match is None:
-        raise ValueError(f"not a memory quantity: {quantity!r}")
-    return max(1, math.ceil(float(match.group(1)) * _FACTORS[match.group(2)] / 2**20))
+    return max(1, math.ceil(parse_quantity(quantity) / 2**20))
 
 
 def spark_memory(quantity: str) -> str:
