@@ -10,4 +10,12 @@ if __name__ == "__main__":
     if args[0] not in ("run", "validate", "checkpoint", "--help"):
         args = ["run", *args]
     sys.argv = [sys.argv[0], *args]
-    main()
+    try:
+        main()
+    except Exception as exc:  # a crash before the job could say why: the operator still learns it
+        from app.contract import ExitCode
+        from app.failures import one_line
+        from app.run import RunOptions, write_termination_log
+
+        write_termination_log(RunOptions.from_env().termination_log, f"{ExitCode.QUERY_FAILED.name}: {one_line(str(exc))}")
+        raise

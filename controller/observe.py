@@ -11,14 +11,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from app.contract import ExitCode
 from controller import names
 from controller.status import parse_time
 
-# Kubelet's FallbackToLogsOnError: the last 80 log lines, cut to 2048 bytes.
-_LOG_FALLBACK_BYTES = 2048
-_LOG_TAIL_LINES = 5
-_LOG_TAIL_CHARS = 600
+_MESSAGE_CHARS = 4096  # what Kubernetes keeps of a termination message
 
 
 class DriverPhase(StrEnum):
@@ -100,21 +96,13 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def termination_message(raw: str | None) -> str | None:
-    """The job's own message ("QUERY_FAILED: ...") as written; otherwise the kubelet's
-    log fallback (a crash before the job could write one, or a SIGKILL), trimmed to its
-    last few whole lines, which is where a traceback's exception or the last error is."""
+    """What the job wrote to its termination-message file ("QUERY_FAILED: ..."), on one
+    line. Drivers use the File policy, so no log line (a console sink's rows, a
+    credential a library printed) ever reaches status or events through here."""
     if not raw or not raw.strip():
         return None
-    if raw.split(":", 1)[0] in ExitCode.__members__:
-        return raw.strip()
-    lines = raw.splitlines()
-    if len(raw.encode()) >= _LOG_FALLBACK_BYTES - 8 and len(lines) > 1:
-        lines = lines[1:]  # cut by bytes: the first line starts mid-way
-    tail = [line.rstrip() for line in lines if line.strip()][-_LOG_TAIL_LINES:]
-    text = " | ".join(tail)
-    if len(text) > _LOG_TAIL_CHARS:
-        text = "..." + text[-_LOG_TAIL_CHARS:].split(" ", 1)[-1]
-    return f"log tail: {text}" if text else None
+    text = " ".join(raw.split())
+    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."
 
 
 def driver_from_pod(pod: dict[str, Any]) -> Driver:

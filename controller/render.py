@@ -278,7 +278,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "volumeMounts": mounts,
         "securityContext": container_security_context(),
         "terminationMessagePath": TERMINATION_LOG,
-        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "terminationMessagePolicy": "File",  # never the log: console rows and secrets stay out of status
     }
     if run.uses_executors:
         container["ports"] = [

@@ -103,21 +103,9 @@ def test_the_jobs_own_termination_message_is_kept_whole():
     assert termination_message(message + "\n") == message.strip()
 
 
-def test_a_log_fallback_cut_by_bytes_loses_its_partial_first_line_and_keeps_the_last_lines():
-    lines = [f"26/11/22 00:00:{i:02d} INFO MicroBatchExecution: committed epoch {i}" for i in range(60)]
-    lines += ["Traceback (most recent call last):", "  File \"x.py\", line 1", "MemoryError: Java heap space"]
-    raw = "\n".join(lines)[-2048:]  # what the kubelet hands over: a slice that starts mid-line
-    assert not raw.startswith("26/11/22")
-    message = termination_message(raw)
-    assert message.startswith("log tail: ") and message.endswith("MemoryError: Java heap space")
-    assert "Traceback (most recent call last):" in message
-    assert len(message) <= 700
-    parts = message.removeprefix("log tail: ").split(" | ")
-    assert len(parts) == 5 and all(p in lines or p.startswith("...") for p in parts)
-
-
-def test_a_short_log_fallback_keeps_its_first_line():
-    assert termination_message("Error: no such file\nexiting\n") == "log tail: Error: no such file | exiting"
+def test_the_message_is_one_line_and_bounded():
+    assert termination_message("QUERY_FAILED: broker down\n  at line 2\n") == "QUERY_FAILED: broker down at line 2"
+    assert len(termination_message("QUERY_FAILED: " + "y" * 9000)) == 4096
 
 
 def test_an_empty_termination_message_is_none():

@@ -53,7 +53,7 @@ def test_driver_pod_exact_fields():
     assert c["resources"] == {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
     assert c["terminationMessagePath"] == "/dev/termination-log"
-    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert c["terminationMessagePolicy"] == "File"  # never the log tail
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["STREAMQ_PROGRESS_FILE"] == "/tmp/streamq/progress.json"
     assert env["STREAMQ_SECRETS_DIR"] == SECRETS_MOUNT_DIR
