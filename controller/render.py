@@ -30,6 +30,10 @@ SPARK_APP_API_VERSION = "sparkoperator.k8s.io/v1beta2"
 K8S_MASTER = "k8s://https://kubernetes.default.svc:443"
 PROGRESS_FILE = "/tmp/streamq/progress.json"
 SPEC_PATH = f"{SPEC_MOUNT_DIR}/{SPEC_FILE_NAME}"
+# Spark reads this pod template when it makes executor pods: they get the driver's
+# security context (Pod Security "restricted") and a read-only root filesystem.
+EXECUTOR_TEMPLATE_FILE = "executor-pod.yaml"
+EXECUTOR_CONTAINER = "executor"
 
 _VOLUME_SPEC = "query"
 _VOLUME_CHECKPOINT = "checkpoint"
@@ -92,6 +96,8 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
         "spark.kubernetes.namespace": run.namespace,
         "spark.kubernetes.container.image": image_of(run.spec, settings),
         "spark.kubernetes.container.image.pullPolicy": settings.image_pull_policy,
+        "spark.kubernetes.executor.podTemplateFile": f"{SPEC_MOUNT_DIR}/{EXECUTOR_TEMPLATE_FILE}",
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
     }
     for key, value in names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt).items():
         conf[f"spark.kubernetes.executor.label.{key}"] = value
@@ -163,12 +169,33 @@ def _run_annotations(run: Run) -> dict[str, str]:
     }
 
 
+def executor_pod_template(settings: Settings) -> dict[str, Any]:
+    """What Spark starts every executor pod from; Spark adds image, resources, env and ports."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {
+            "securityContext": pod_security_context(settings),
+            "enableServiceLinks": False,
+            "containers": [{
+                "name": EXECUTOR_CONTAINER,
+                "securityContext": container_security_context(),
+                "volumeMounts": [{"name": _VOLUME_TMP, "mountPath": "/tmp"}],
+            }],
+            "volumes": [{"name": _VOLUME_TMP, "emptyDir": {}}],
+        },
+    }  # fmt: skip
+
+
 def config_map(run: Run, settings: Settings) -> dict[str, Any]:
+    data = {SPEC_FILE_NAME: json.dumps(query_document(run, settings), indent=2, sort_keys=True) + "\n"}
+    if run.uses_executors:
+        data[EXECUTOR_TEMPLATE_FILE] = json.dumps(executor_pod_template(settings), indent=2, sort_keys=True) + "\n"
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(names.config_map_name(run.query), run, names.COMPONENT_QUERY_CONFIG, annotations=_run_annotations(run)),
-        "data": {SPEC_FILE_NAME: json.dumps(query_document(run, settings), indent=2, sort_keys=True) + "\n"},
+        "data": data,
     }
 
 
@@ -240,8 +267,12 @@ def pod_security_context(settings: Settings) -> dict[str, Any]:
     }
 
 
-def container_security_context() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
+def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
+    """Pod Security "restricted", and a read-only root filesystem: the job writes only to /tmp
+    (an emptyDir), the checkpoint volume and its termination-message file. SparkApplication
+    pods keep a writable one: spark-operator's own mounts and work directory are not ours."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False,
+            "readOnlyRootFilesystem": read_only_root}  # fmt: skip
 
 
 def driver_env(run: Run) -> list[dict[str, Any]]:
@@ -321,7 +352,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "env": driver_env(run),
         "volumeMounts": mounts,
         "podSecurityContext": pod_security_context(settings),
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(read_only_root=False),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
     }
     account = service_account(run, settings)
@@ -333,7 +364,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "memory": spark_memory(rt.executors.memory),
         "labels": names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt),
         "podSecurityContext": pod_security_context(settings),
-        "securityContext": container_security_context(),
+        "securityContext": container_security_context(read_only_root=False),
     }
     if run.uses_executors:
         executor["instances"] = rt.executors.instances

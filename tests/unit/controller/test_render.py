@@ -51,7 +51,8 @@ def test_driver_pod_exact_fields():
     assert c["name"] == "driver" and c["image"] == "streamq:9.9.9" and c["imagePullPolicy"] == "IfNotPresent"
     assert c["args"] == ["job", "/etc/streamq/query.json"] and "command" not in c
     assert c["resources"] == {"requests": {"cpu": "2", "memory": "2Gi"}, "limits": {"memory": "2Gi"}}
-    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "privileged": False,
+                                    "readOnlyRootFilesystem": True}  # fmt: skip
     assert c["terminationMessagePath"] == "/dev/termination-log"
     assert c["terminationMessagePolicy"] == "File"  # never the log tail
     env = {e["name"]: e.get("value") for e in c["env"]}
@@ -292,3 +293,17 @@ def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
     assert ResumeFrom.from_annotation(loaded.annotations[RESUME_ANNOTATION]) == resume
     assert "annotations" not in render.query_document(plain, SETTINGS)["metadata"]
     assert render.spec_hash(plain.spec, plain.checkpoint_location) == render.spec_hash(with_resume.spec, with_resume.checkpoint_location)
+
+
+def test_executors_start_from_a_restricted_read_only_template():
+    run = make_run(base_spec(**{"runtime.executors": {"instances": 2}}))
+    data = render.config_map(run, SETTINGS)["data"]
+    template = json.loads(data[render.EXECUTOR_TEMPLATE_FILE])
+    conf = render.query_document(run, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == f"/etc/streamq/{render.EXECUTOR_TEMPLATE_FILE}"
+    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == template["spec"]["containers"][0]["name"]
+    pod, container = template["spec"]["securityContext"], template["spec"]["containers"][0]["securityContext"]
+    assert pod["runAsNonRoot"] and pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["readOnlyRootFilesystem"] and container["capabilities"] == {"drop": ["ALL"]}
+    assert not container["allowPrivilegeEscalation"]
+    assert render.EXECUTOR_TEMPLATE_FILE not in render.config_map(make_run(), SETTINGS)["data"]  # no executors, no template
