@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 from app.contract import JARS_DIR_ENV
+from app.contract.checkpoint import local_path
 from app.contract.spec import QuerySpec
 
-DEFAULT_CACHE = Path(os.environ.get("STREAMQ_CACHE", Path.home() / ".cache" / "streamq"))
 
 # Defaults tuned for streaming on small machines; the user's sparkConf wins.
 BASE_CONF = {
@@ -21,9 +21,20 @@ BASE_CONF = {
 }
 
 
+# On a local filesystem (a path, a PVC) rename is atomic, and the FileSystem-based
+# manager writes a checkpoint file without the chmod/readlink processes Hadoop's
+# FileContext forks for each one: 25 -> 5 process starts a second in continuous mode,
+# and more records through under load (docs/latency-attribution.md, cause 3 and its A/B).
+LOCAL_CHECKPOINT_CONF = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}  # fmt: skip
+
+
 def connector_jars() -> list[str]:
     """Spark's Kafka connector jars, installed by hack/install-jars.sh (baked into the image)."""
-    folder = Path(os.environ.get(JARS_DIR_ENV) or DEFAULT_CACHE / "jars" / "spark-kafka")
+    cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
+    folder = Path(os.environ.get(JARS_DIR_ENV) or cache / "jars" / "spark-kafka")
     return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
 
 
@@ -34,6 +45,8 @@ def needs_kafka(spec: QuerySpec) -> bool:
 def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     """``slots``: local[N] as sized for the source's partitions (the job knows them at start)."""
     conf = dict(BASE_CONF)
+    if local_path(spec.checkpoint.location) is not None:
+        conf.update(LOCAL_CHECKPOINT_CONF)
     conf["spark.master"] = f"local[{slots or spec.runtime.task_slots(spec.mode)}]"
     jars = connector_jars()
     if jars:
