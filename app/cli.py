@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from app.contract import ExitCode
-from app.contract.load import QueryDocument, load_file
-from app.contract.problems import SpecError
+from app.contract.load import QueryDocument, load_file, parse_text
+from app.contract.policy import OperatorFacts, Policy, from_values
+from app.contract.problems import Problem, SpecError, problems_from_validation_error
 
 cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -34,42 +36,62 @@ def _report_problems(path, exc: SpecError) -> None:
         err.print(f"  - {problem}", markup=False, highlight=False)
 
 
+STARTING_OFFSETS_HELP = (
+    "Where to start when the checkpoint has nothing to resume from (a lost checkpoint): "
+    'Spark\'s JSON offsets {"topic":{"0":42}}, earliest or latest. Ignored otherwise.'
+)
+POLICY_HELP = (
+    "A Helm values file whose `policy:` block (and job image, accounts) the operator runs with. "
+    "Default: the chart's default policy."
+)
+
+
 @cli.command()
 def run(
     spec: SpecPath,
     progress_file: Annotated[str | None, typer.Option(help="Keep the latest progress record in this file.")] = None,
-    starting_offsets: Annotated[
-        str | None,
-        typer.Option(help="Where to start when the checkpoint has nothing to resume from (a lost checkpoint): "
-                          'Spark\'s JSON offsets {"topic":{"0":42}}, earliest or latest. Ignored otherwise.'),
-    ] = None,
+    starting_offsets: Annotated[str | None, typer.Option(help=STARTING_OFFSETS_HELP)] = None,
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""
     from app.run import RunOptions, run as run_query
 
     _setup_logging()
     doc = _load(spec)
-    defaults = RunOptions()
-    options = RunOptions(
-        progress_file=progress_file or defaults.progress_file,
-        termination_log=defaults.termination_log,
-        broker_timeout_s=defaults.broker_timeout_s,
-        starting_offsets=starting_offsets,
-    )
+    options = RunOptions.from_env(progress_file=progress_file, starting_offsets=starting_offsets)
     raise typer.Exit(int(run_query(doc, options)))
+
+
+def _load_policy(values_file: Path | None) -> tuple[Policy, OperatorFacts]:
+    """The chart's default policy, or the one a values file sets."""
+    if values_file is None:
+        return Policy(), OperatorFacts()
+    try:
+        values = parse_text(values_file.read_text(), str(values_file))
+        if values is not None and not isinstance(values, dict):
+            raise SpecError([Problem("", f"expected a values mapping, got {type(values).__name__}")])
+        return from_values(values)
+    except OSError as exc:
+        err.print(f"[bold red]cannot read[/] {values_file}: {exc.strerror}", highlight=False)
+    except ValidationError as exc:
+        _report_problems(values_file, SpecError(problems_from_validation_error(exc, "policy")))
+    except SpecError as exc:
+        _report_problems(values_file, exc)
+    raise typer.Exit(ExitCode.INVALID_SPEC)
 
 
 @cli.command()
 def validate(
     specs: Annotated[list[Path], typer.Argument(help="One or more spec files.")],
     spark: Annotated[bool, typer.Option("--spark", help="Also ask Spark's analyser (starts a JVM, no broker needed).")] = False,
+    policy: Annotated[Path | None, typer.Option(help=POLICY_HELP)] = None,
 ) -> None:
-    """Check specs: the static rules always, Spark's analyser with --spark."""
+    """Check specs: the static rules and the platform's policy always, Spark's analyser with --spark."""
+    rules, facts = _load_policy(policy)
     worst = ExitCode.OK
     docs = []
     for path in specs:
         try:
-            docs.append((path, load_file(path)))
+            docs.append((path, load_file(path, policy=rules, facts=facts)))
         except SpecError as exc:
             _report_problems(path, exc)
             worst = ExitCode.INVALID_SPEC

@@ -7,7 +7,8 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint, unwritable
@@ -32,13 +33,27 @@ log = logging.getLogger("streamq.job")
 
 @dataclass(frozen=True)
 class RunOptions:
-    progress_file: str | None = os.environ.get(PROGRESS_FILE_ENV)
-    termination_log: str = os.environ.get("STREAMQ_TERMINATION_LOG", TERMINATION_LOG)
-    broker_timeout_s: float = float(os.environ.get("STREAMQ_BROKER_TIMEOUT_SECONDS", "30"))
+    progress_file: str | None = None
+    termination_log: str = TERMINATION_LOG
+    broker_timeout_s: float = 30.0
     preflight_timeout_s: float = 15.0
     starting_offsets: str | None = None  # used only when the checkpoint has nothing to resume from
-    watch_period_s: float = float(os.environ.get("STREAMQ_WATCH_PERIOD_SECONDS", "2"))
-    report_every_s: float = float(os.environ.get("STREAMQ_REPORT_PERIOD_SECONDS", "10"))
+    watch_period_s: float = 2.0
+    report_every_s: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "RunOptions":
+        """The driver pod's environment (read when asked, never at import); keyword arguments win."""
+        env = os.environ if env is None else env
+        base = cls()
+        found = cls(
+            progress_file=env.get(PROGRESS_FILE_ENV, base.progress_file),
+            termination_log=env.get("STREAMQ_TERMINATION_LOG", base.termination_log),
+            broker_timeout_s=float(env.get("STREAMQ_BROKER_TIMEOUT_SECONDS", base.broker_timeout_s)),
+            watch_period_s=float(env.get("STREAMQ_WATCH_PERIOD_SECONDS", base.watch_period_s)),
+            report_every_s=float(env.get("STREAMQ_REPORT_PERIOD_SECONDS", base.report_every_s)),
+        )
+        return replace(found, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def write_termination_log(path: str, message: str) -> None:
@@ -107,7 +122,7 @@ def _move_aside(state: CheckpointState) -> None:
 
 
 def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
-    options = options or RunOptions()
+    options = options or RunOptions.from_env()
     spec = doc.spec
     try:
         partitions = preflight(spec, options.preflight_timeout_s)

@@ -220,9 +220,10 @@ class ModeRun:
         self._wait_ready()
 
     def _start_job(self) -> None:
-        from tests.integration.jobs import JobProcess, fraud_spec, write_resource
+        from tests.support.jobs import JobProcess
+        from tests.support.specs import query_spec, write_resource
 
-        spec = fraud_spec(self.broker.bootstrap, self.source, self.out_topic, self.workdir / "checkpoint", TRIGGERS[self.mode])
+        spec = query_spec(bootstrap=self.broker.bootstrap, topic=self.source, sink_topic=self.out_topic, location=self.workdir / "checkpoint", trigger=TRIGGERS[self.mode])
         if self.args.conf:
             spec["runtime"]["sparkConf"] = dict(self.args.conf)
         if self.args.source_option:

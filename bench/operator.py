@@ -122,16 +122,11 @@ class PeakRss(threading.Thread):
 
 def install(kube) -> Path:
     """CRDs, namespaces and RBAC as the integration tests install them; a kubeconfig of the operator's account."""
-    from tests.integration.test_operator_support import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, ROOT, SPARK_APP_CRD
+    from tests.support.operator import install_streamq
 
-    base = ROOT / "manifests" / "base"
-    for manifest in ("crd.yaml", "namespace.yaml", "operator-rbac.yaml", "driver-rbac.yaml"):
-        kube.kubectl("apply", "-f", str(base / manifest))
-    kube.kubectl("apply", "-f", "-", input=json.dumps(SPARK_APP_CRD))
-    for crd in ("streamingqueries.streamq.io", "sparkapplications.sparkoperator.k8s.io"):
-        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    kubeconfig = install_streamq(kube)
     kube.kubectl("create", "namespace", NAMESPACE)
-    return kube.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT, duration="4h")
+    return kubeconfig
 
 
 def run(args) -> dict[str, Any]:
@@ -140,7 +135,8 @@ def run(args) -> dict[str, Any]:
 
     from app.contract import GROUP, PLURAL, VERSION
     from controller import names
-    from tests.integration.test_operator_support import Operator, base_spec
+    from tests.support.operator import Operator
+    from tests.support.specs import RATE_TO_CONSOLE, query_spec, resource
     from tests.support.kube import KubeApiServer
 
     results: dict[str, Any] = {
@@ -178,9 +174,8 @@ def run(args) -> dict[str, Any]:
         peak = PeakRss(operator.proc.pid)
         peak.start()
         names_ = [f"q{i:04d}" for i in range(args.queries)]
-        manifest = {"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamingQuery", "metadata": {"name": n, "namespace": NAMESPACE},
-             "spec": base_spec()} for n in names_]}  # fmt: skip
+        manifest = {"apiVersion": "v1", "kind": "List",
+                    "items": [resource(query_spec(RATE_TO_CONSOLE), n, NAMESPACE) for n in names_]}  # fmt: skip
         cpu0, api_cpu0 = tree_cpu_seconds(operator.proc.pid), kube_cpu(kube)
         t_apply = time.time()
         kube.kubectl("apply", "-f", "-", input=json.dumps(manifest), timeout=300)

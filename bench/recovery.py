@@ -67,7 +67,7 @@ def run(args) -> dict[str, Any]:
     import numpy as np
 
     from app.checkpoint import read_checkpoint
-    from tests.integration.jobs import JobProcess
+    from tests.support.jobs import JobProcess
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),

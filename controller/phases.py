@@ -44,6 +44,7 @@ class Reason(StrEnum):
     INCOMPATIBLE_CHANGE = "IncompatibleChange"
     NEW_CHECKPOINT = "NewCheckpoint"
     INVALID_SPEC = "InvalidSpec"
+    POLICY_VIOLATION = "PolicyViolation"  # the spec asks for more than the platform's policy allows
     QUERY_REFUSED = "QueryRefused"
     STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
     UNRESPONSIVE = "Unresponsive"  # the running driver stopped printing progress (hung?)

@@ -80,6 +80,8 @@ def reconcile_once(
         now=now or datetime.now(UTC),
         progress=progress,
         silent_after_s=settings.silent_after_s,
+        policy=settings.policy,
+        facts=settings.facts,
     )
     decision = decide(inputs)
     decision = _act(kube, settings, body, inputs, decision, log)

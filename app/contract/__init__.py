@@ -7,6 +7,7 @@ operator imports nothing from ``app`` but this package.
     modes       the trigger modes and what each one allows
     spec        the StreamingQuery spec model (the CRD schema is generated from it)
     rules       cross-field rules, each with its CEL twin for the CRD
+    policy      what a query may ask of the cluster: the platform's policy (chart values)
     load        reading and validating a spec or a whole resource
     problems    how a spec is found wrong: problems at paths the user can find
     checkpoint  what a checkpoint holds; offsets in Spark's JSON form

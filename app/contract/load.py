@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from app.contract.names import API_VERSION, KIND
+from app.contract.policy import OperatorFacts, Policy, check_policy
 from app.contract.spec import QuerySpec
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
 from app.contract.rules import check_rules
@@ -33,8 +34,13 @@ def parse_text(text: str, origin: str = "<spec>") -> Any:
         raise SpecError([Problem("", f"{origin} is not valid YAML/JSON: {exc}")]) from None
 
 
-def load_document(data: Any, default_name: str = "query") -> QueryDocument:
-    """Accept either a whole StreamingQuery resource or a bare spec mapping."""
+def load_document(
+    data: Any, default_name: str = "query", *, policy: Policy | None = None, facts: OperatorFacts | None = None
+) -> QueryDocument:
+    """Accept either a whole StreamingQuery resource or a bare spec mapping.
+
+    With a ``policy``, the spec must also keep it (``app.contract.policy``); the
+    resource's namespace, when it has one, is the query's namespace."""
     if not isinstance(data, dict):
         raise SpecError([Problem("", f"expected a mapping, got {type(data).__name__}")])
     if "kind" in data or "apiVersion" in data:
@@ -49,15 +55,25 @@ def load_document(data: Any, default_name: str = "query") -> QueryDocument:
             metadata = {}
         if problems:
             raise SpecError(problems)
-        spec = validate_spec(data.get("spec"), prefix="spec")
+        namespace = metadata.get("namespace")
+        spec = validate_spec(data.get("spec"), prefix="spec", policy=policy, facts=facts, namespace=namespace)
         annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
-        return QueryDocument(str(metadata["name"]), metadata.get("namespace"), spec,
+        return QueryDocument(str(metadata["name"]), namespace, spec,
                              {str(k): str(v) for k, v in annotations.items()})  # fmt: skip
-    return QueryDocument(default_name, None, validate_spec(data, prefix="spec"))
+    return QueryDocument(default_name, None, validate_spec(data, prefix="spec", policy=policy, facts=facts))
 
 
-def validate_spec(raw: Any, prefix: str = "spec") -> QuerySpec:
-    """Shape and cross-field rules; raises SpecError listing every problem."""
+def validate_spec(
+    raw: Any,
+    prefix: str = "spec",
+    *,
+    policy: Policy | None = None,
+    facts: OperatorFacts | None = None,
+    namespace: str | None = None,
+) -> QuerySpec:
+    """Shape and cross-field rules, then the ``policy`` when one is given (None: no policy;
+    ``facts``: the operator's job image and accounts, the chart's defaults when None;
+    ``namespace``: the query's). Raises SpecError listing every problem."""
     if not isinstance(raw, dict):
         raise SpecError([Problem(prefix, "expected a mapping with source, sink, trigger and checkpoint")])
     try:
@@ -65,18 +81,20 @@ def validate_spec(raw: Any, prefix: str = "spec") -> QuerySpec:
     except ValidationError as exc:
         raise SpecError(problems_from_validation_error(exc, prefix)) from None
     problems = check_rules(spec, prefix)
+    if policy is not None:
+        problems += check_policy(spec, policy, namespace=namespace, facts=facts, prefix=prefix)
     if problems:
         raise SpecError(problems)
     return spec
 
 
-def load_file(path: str | Path) -> QueryDocument:
+def load_file(path: str | Path, *, policy: Policy | None = None, facts: OperatorFacts | None = None) -> QueryDocument:
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise SpecError([Problem("", f"cannot read {path}: {exc.strerror}")]) from None
-    return load_document(parse_text(text, str(path)), default_name=path.stem)
+    return load_document(parse_text(text, str(path)), default_name=path.stem, policy=policy, facts=facts)
 
 
 def dump_spec(spec: QuerySpec) -> str:

@@ -20,7 +20,13 @@ LABEL_COMPONENT = f"{GROUP}/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "streamq"
 
+# The chart's defaults: what the operator and `streamq validate` assume when told nothing else.
+DEFAULT_JOB_IMAGE = "streamq:0.1.0"
+DEFAULT_DRIVER_SERVICE_ACCOUNT = "streamq-driver"
+DEFAULT_OPERATOR_SERVICE_ACCOUNT = "streamq-operator"
+
 # Paths inside the driver pod.
+APP_DIR = "/opt/streamq"  # the image's virtualenv, Spark and the job's main file
 SPEC_MOUNT_DIR = "/etc/streamq"
 SPEC_FILE_NAME = "query.json"
 SECRETS_MOUNT_DIR = "/var/run/secrets/streamq"

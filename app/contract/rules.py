@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.contract import spec as model
+from app.contract import sql
 from app.contract.modes import Mode
 from app.contract.problems import Problem
 from app.contract.spec import QuerySpec, duration_ms
@@ -185,20 +186,13 @@ def _kafka(spec: QuerySpec) -> Found:
 
 def _transforms(spec: QuerySpec) -> Found:
     for i, step in enumerate(spec.transforms):
-        if step.sql is not None and not re.search(r"\binput\b", _STRING_LITERAL.sub("''", step.sql), re.I):
+        if step.sql is not None and not sql.reads_view(step.sql, "input"):
             yield f".transforms[{i}].sql", "must read from the view named `input` (the previous step)"
     if not spec.mode.map_like_only:
         return
     for path, text in _expressions(spec):
-        code = _STRING_LITERAL.sub("''", text)
-        if match := _CURRENT_TIME.search(code):
-            yield path, f"{spec.mode} mode does not support current time operations ({match.group(1)})"
-        if match := _AGGREGATION.search(code):
-            yield path, f"{spec.mode} mode supports map-like steps only; {match.group(0).strip()!r} aggregates"
-        if _JOIN.search(code):
-            yield path, f"{spec.mode} mode supports map-like steps only; joins are not allowed"
-        if _ORDER.search(code):
-            yield path, f"{spec.mode} mode supports map-like steps only; ORDER BY / LIMIT are not allowed"
+        for why in sql.not_map_like(text):
+            yield path, f"{spec.mode} mode {why}"
 
 
 # Spark Kafka options the spec sets through its own fields.
@@ -243,16 +237,6 @@ KNOWN_SOURCE_OPTIONS = {
 KNOWN_SINK_OPTIONS = {"includeheaders"}
 SECRET_LOOKING = re.compile(r"password|secret|jaas|token|sasl\.oauthbearer", re.IGNORECASE)
 
-# Operations continuous processing cannot run (it supports map-like steps only).
-_STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|`[^`]*`")
-_CURRENT_TIME = re.compile(r"\b(current_timestamp|current_date|now|localtimestamp|unix_timestamp\s*\(\s*\))", re.I)
-_AGGREGATION = re.compile(
-    r"\bgroup\s+by\b|\bdistinct\b|\bover\s*\(|\bwindow\s*\("
-    r"|\b(count|sum|avg|mean|min|max|collect_list|collect_set|approx_count_distinct|first|last|stddev|variance)\s*\(",
-    re.I,
-)
-_JOIN = re.compile(r"\bjoin\b", re.I)
-_ORDER = re.compile(r"\border\s+by\b|\blimit\s+[0-9]", re.I)
 
 
 def _expressions(spec: QuerySpec) -> Found:

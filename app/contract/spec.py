@@ -12,34 +12,51 @@ problem at once, with a path the user can find in their YAML.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from kubernetes.utils import parse_duration
 from pydantic.alias_generators import to_camel
 
 from app.contract.modes import Mode, OutputMode
 
 DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
-_DURATION_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 # host:port pairs, comma-separated: what Kafka clients accept.
 BOOTSTRAP_PATTERN = r"^[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}(,[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5})*$"
-BootstrapServers = Annotated[str, StringConstraints(pattern=BOOTSTRAP_PATTERN)]
+BootstrapServers = Annotated[str, StringConstraints(pattern=BOOTSTRAP_PATTERN, max_length=4096)]
 # Kubernetes object names (RFC 1123 subdomain).
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 K8sName = Annotated[str, StringConstraints(pattern=K8S_NAME_PATTERN, max_length=253)]
 
+# Static limits: the API server refuses anything larger, before the operator sees it
+# (they also bound the cost of the CRD's CEL rules). Cluster-specific caps (executors,
+# cores, memory a query may use) are the platform's policy: app.contract.policy.
+MAX_SQL = 65_536  # characters of one sql step
+MAX_EXPRESSION = 8_192  # characters of a where / select item / withColumn expression
+MAX_NAME = 256  # column, topic, table names
+MAX_LIST = 256  # select and drop items, topics
+MAX_OPTIONS = 64  # entries of a Kafka options map
+MAX_SPARK_CONF = 128  # entries of runtime.sparkConf
+MAX_VALUE = 4_096  # an option's or a Spark setting's value, a path, an URI
+MAX_EXECUTORS = 1_000
+MAX_CORES = 64  # per driver or executor pod
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)]
+Expression = Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXPRESSION)]
+Value = Annotated[str, StringConstraints(max_length=MAX_VALUE)]
+LongStr = Annotated[str, StringConstraints(min_length=1, max_length=MAX_VALUE)]
+
 
 def duration_ms(value: str) -> int:
-    """'500ms' -> 500, '2s' -> 2000. The pattern above guarantees the shape."""
-    match = re.fullmatch(r"([0-9]+)(ms|s|m|h)", value)
-    if match is None:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 1s, 5m, 1h)")
-    return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2)]
+    """'500ms' -> 500, '2s' -> 2000 (Go's duration syntax, as Kubernetes reads it)."""
+    try:
+        return int(parse_duration(value).total_seconds() * 1000)
+    except ValueError:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 500ms, 1s, 5m, 1h)") from None
 
 
 def spark_interval(value: str) -> str:
@@ -94,8 +111,8 @@ class SecretKeyRef(Model):
     """A Kubernetes Secret, mounted as files into the driver; never copied into the spec."""
 
     name: K8sName
-    username_key: NonEmptyStr = "username"
-    password_key: NonEmptyStr = "password"
+    username_key: Name = "username"
+    password_key: Name = "password"
 
 
 class KafkaAuth(Model):
@@ -109,19 +126,21 @@ class KafkaAuth(Model):
 
 class KafkaSource(Model):
     bootstrap_servers: BootstrapServers
-    topics: list[NonEmptyStr] | None = Field(default=None, min_length=1)
-    pattern: NonEmptyStr | None = None
-    starting_offsets: NonEmptyStr = Field(
+    topics: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_LIST)
+    pattern: Annotated[str, StringConstraints(min_length=1, max_length=MAX_VALUE)] | None = None
+    starting_offsets: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SQL)] = Field(
         default="latest",
         description='"earliest", "latest", or Spark\'s JSON form {"topic":{"0":42}}',
     )
-    options: dict[str, str] = Field(default_factory=dict, description="Extra Spark Kafka source options.")
+    options: dict[Name, str] = Field(
+        default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka source options."
+    )
     auth: KafkaAuth | None = None
 
 
 class RateSource(Model):
-    rows_per_second: int = Field(default=10, ge=1)
-    num_partitions: int = Field(default=1, ge=1)
+    rows_per_second: int = Field(default=10, ge=1, le=10_000_000)
+    num_partitions: int = Field(default=1, ge=1, le=1024)
 
 
 class Source(OneOf):
@@ -133,18 +152,22 @@ class Source(OneOf):
 
 
 class WithColumn(Model):
-    name: NonEmptyStr
-    expr: NonEmptyStr
+    name: Name
+    expr: Expression
 
 
 class Transform(OneOf):
     """One step of the pipeline, applied in order."""
 
-    where: NonEmptyStr | None = Field(default=None, description="A SQL boolean expression.")
-    select: list[NonEmptyStr] | None = Field(default=None, min_length=1, description="SQL expressions.")
+    where: Expression | None = Field(default=None, description="A SQL boolean expression.")
+    select: list[Expression] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST, description="SQL expressions."
+    )
     with_column: WithColumn | None = None
-    drop: list[NonEmptyStr] | None = Field(default=None, min_length=1)
-    sql: NonEmptyStr | None = Field(default=None, description="A SELECT over the previous step, a view named `input`.")
+    drop: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_LIST)
+    sql: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SQL)] | None = Field(
+        default=None, description="A SELECT over the previous step, a view named `input`."
+    )
 
 
 # --- sink --------------------------------------------------------------------
@@ -152,20 +175,22 @@ class Transform(OneOf):
 
 class KafkaSink(Model):
     bootstrap_servers: BootstrapServers
-    topic: NonEmptyStr
-    options: dict[str, str] = Field(default_factory=dict, description="Extra Spark Kafka sink options.")
+    topic: Name
+    options: dict[Name, str] = Field(
+        default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka sink options."
+    )
     auth: KafkaAuth | None = None
 
 
 class ConsoleSink(Model):
-    num_rows: int = Field(default=20, ge=1)
+    num_rows: int = Field(default=20, ge=1, le=100_000)
     truncate: bool = False
 
 
 class MemorySink(Model):
     """For tests: rows land in a table named after the query, inside the driver."""
 
-    table: NonEmptyStr
+    table: Name
 
 
 class Sink(OneOf):
@@ -214,12 +239,14 @@ class PvcVolume(Model):
 
 class CheckpointVolume(Model):
     persistent_volume_claim: PvcVolume | None = None
-    empty_dir: dict[str, str] | None = Field(default=None, description="Test clusters only: lost with the pod.")
-    host_path: NonEmptyStr | None = Field(default=None, description="Single-node clusters only.")
+    empty_dir: dict[Name, Value] | None = Field(
+        default=None, max_length=8, description="Test clusters only: lost with the pod."
+    )
+    host_path: LongStr | None = Field(default=None, description="Single-node clusters only.")
 
 
 class Checkpoint(Model):
-    location: NonEmptyStr = Field(description="A path or URI Spark can write; mounted from `volume` in the driver.")
+    location: LongStr = Field(description="A path or URI Spark can write; mounted from `volume` in the driver.")
     volume: CheckpointVolume | None = None
     on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
 
@@ -234,7 +261,7 @@ class Backend(StrEnum):
 
 
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
-Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
+Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN, max_length=32)]
 
 
 CORE_REQUEST_DESCRIPTION = (
@@ -244,7 +271,7 @@ CORE_REQUEST_DESCRIPTION = (
 
 
 class DriverResources(Model):
-    cores: int = Field(default=1, ge=1)
+    cores: int = Field(default=1, ge=1, le=MAX_CORES)
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
     memory: Quantity = "1Gi"
 
@@ -254,15 +281,19 @@ class DriverResources(Model):
 
 
 class ExecutorResources(Model):
-    instances: int = Field(default=0, ge=0, description="0 runs Spark local[parallelism] inside the driver pod.")
-    cores: int = Field(default=1, ge=1)
+    instances: int = Field(
+        default=0, ge=0, le=MAX_EXECUTORS, description="0 runs Spark local[parallelism] inside the driver pod."
+    )
+    cores: int = Field(default=1, ge=1, le=MAX_CORES)
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
     memory: Quantity = "1Gi"
 
 
 class Runtime(Model):
     backend: Backend = Backend.POD
-    image: NonEmptyStr | None = Field(default=None, description="Defaults to the operator's configured job image.")
+    image: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = Field(
+        default=None, description="Defaults to the operator's configured job image."
+    )
     parallelism: int | None = Field(
         default=None,
         ge=1,
@@ -276,7 +307,11 @@ class Runtime(Model):
     driver: DriverResources = Field(default_factory=DriverResources)
     executors: ExecutorResources = Field(default_factory=ExecutorResources)
     service_account_name: K8sName | None = None
-    spark_conf: dict[str, str] = Field(default_factory=dict)
+    spark_conf: dict[Name, Value] = Field(
+        default_factory=dict,
+        max_length=MAX_SPARK_CONF,
+        description="Spark settings; which keys a query may set is the platform's policy (docs/security.md).",
+    )
 
     @property
     def auto_sized(self) -> bool:
@@ -360,7 +395,9 @@ class QuerySpec(Model):
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     health: Health = Field(default_factory=Health)
     suspend: bool = False
-    restart_nonce: str | None = Field(default=None, description="Change it to force a restart.")
+    restart_nonce: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
+        default=None, description="Change it to force a restart."
+    )
 
     @property
     def mode(self) -> Mode:

@@ -45,7 +45,7 @@ def decide(inputs: Inputs) -> Decision:
     old = inputs.status
 
     try:
-        desired = validate_spec(inputs.raw_spec)
+        desired = validate_spec(inputs.raw_spec, policy=inputs.policy, facts=inputs.facts, namespace=inputs.namespace)
     except SpecError as exc:
         return drivers.invalid_spec(d, exc)
 

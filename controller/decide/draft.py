@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.contract.policy import OperatorFacts, Policy
 from controller.decide.conditions import conditions
 from controller.observe import Driver
 from controller.phases import Phase
@@ -32,6 +33,8 @@ class Inputs:
     now: datetime
     progress: dict[str, Any] | None = None  # the driver's newest progress record, if read this pass
     silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
+    policy: Policy | None = None  # the platform's policy (chart values); None: none applies
+    facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 from __future__ import annotations
 
 from app.contract.load import dump_spec
+from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
 from app.contract.spec import QuerySpec
@@ -25,10 +26,11 @@ def invalid_spec(d: Draft, exc: SpecError) -> Decision:
     old = d.old
     for x in d.inputs.drivers:
         d.delete(x, "the spec is invalid")
+    reason = Reason.POLICY_VIOLATION if any(is_policy_problem(p) for p in exc.problems) else Reason.INVALID_SPEC
     if old.phase is not Phase.INVALID or old.message != message:
-        d.event("Warning", Reason.INVALID_SPEC, message)
+        d.event("Warning", reason, message)
     d.status.next_restart_time = None
-    d.phase(Phase.INVALID, Reason.INVALID_SPEC, message)
+    d.phase(Phase.INVALID, reason, message)
     return d.finish("invalid")
 
 

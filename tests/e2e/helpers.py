@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.e2e.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, OPERATOR_NAMESPACE
-from tests.e2e.cluster.base import wait_for
-from tests.integration.jobs import FRAUD_TRANSFORMS, flagged, payments
+from tests.support.specs import FRAUD_TRANSFORMS, flagged, payments, query_spec, resource
+from tests.support.wait import WaitTimeout, wait_for
 
 NAMESPACE = E2E_NAMESPACE
 FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
@@ -44,7 +44,7 @@ class Kafka:
     def create_topic(self, name: str, partitions: int = 2) -> str:
         futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(60)
-        wait_for(f"topic {name}", lambda: name in self.admin.list_topics(timeout=10).topics, 30, 0.5)
+        wait_for(lambda: name in self.admin.list_topics(timeout=10).topics, 30, f"topic {name}", interval=0.5, ignore=(Exception,))
         return name
 
     def produce(self, topic: str, records: list[tuple[str, str]]) -> None:
@@ -64,7 +64,7 @@ class Kafka:
             for i, (key, value) in enumerate(records):
                 delay = start + i / per_second - time.monotonic()
                 if delay > 0:
-                    time.sleep(delay)
+                    time.sleep(delay)  # pacing the producer, not waiting for a condition
                 producer.produce(topic, key=key.encode(), value=value.encode())
                 producer.poll(0)
             producer.flush(60)
@@ -145,11 +145,10 @@ def wait_output(kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeo
         last[:] = [out]
         return out if out.complete else None
 
-    try:
-        wait_for(f"{len(expected)} records in {topic}", complete, timeout, 2,
-                 lambda: (last[0].summary() if last else "") + ("\n" + diagnose() if diagnose else ""))
-    except TimeoutError:
-        raise
+    wait_for(complete, timeout,
+             lambda: f"{len(expected)} records in {topic}\n" + (last[0].summary() if last else "")
+             + ("\n" + diagnose() if diagnose else ""), interval=2, ignore=(Exception,))  # fmt: skip
+    # On purpose: a pause in which nothing more should arrive, so that late duplicates are counted.
     time.sleep(2)
     return Output(kafka.read_all(topic), expected)
 
@@ -157,20 +156,18 @@ def wait_output(kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeo
 # ---------------------------------------------------------------------- queries
 
 
+# The e2e tests' changes to query_spec: more room for the driver, restarts enough to ride out kills.
+E2E_QUERY: dict[str, Any] = {
+    "runtime.driver": {"cores": 1, "memory": "1536Mi"},
+    "restartPolicy": {"type": "Always", "maxRestarts": 10, "backoff": {"initial": "2s", "max": "20s"}},
+}
+
+
 def fraud_spec(source: str, sink: str, checkpoint_dir: str, **extra: Any) -> dict[str, Any]:
-    """The fraud filter of tests/integration/jobs.py, in continuous mode, reading and
-    writing the in-cluster broker, its checkpoint on a hostPath of the node."""
-    spec: dict[str, Any] = {
-        "source": {"kafka": {"bootstrapServers": KAFKA_SERVICE, "topics": [source], "startingOffsets": "earliest"}},
-        "transforms": json.loads(json.dumps(FRAUD_TRANSFORMS)),
-        "sink": {"kafka": {"bootstrapServers": KAFKA_SERVICE, "topic": sink}},
-        "trigger": {"continuous": {"checkpointInterval": "1s"}},
-        "checkpoint": {"location": "/checkpoints/query", "volume": {"hostPath": checkpoint_dir}},
-        "runtime": {"parallelism": 4, "driver": {"cores": 1, "memory": "1536Mi"}},
-        "restartPolicy": {"type": "Always", "maxRestarts": 10, "backoff": {"initial": "2s", "max": "20s"}},
-    }
-    spec.update(extra)
-    return spec
+    """query_spec's fraud filter in continuous mode, reading and writing the in-cluster
+    broker, its checkpoint on a hostPath of the node."""
+    return query_spec(E2E_QUERY, {"checkpoint.volume": {"hostPath": checkpoint_dir}}, bootstrap=KAFKA_SERVICE,
+                      topic=source, sink_topic=sink, location="/checkpoints/query", **extra)  # fmt: skip
 
 
 class Queries:
@@ -189,8 +186,7 @@ class Queries:
         return self.cluster.kubectl("-n", NAMESPACE, *args, **kw)
 
     def apply(self, name: str, spec: dict[str, Any]) -> None:
-        body = {"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource(spec, name, NAMESPACE)))
         if name not in self.names:
             self.names.append(name)
 
@@ -220,7 +216,7 @@ class Queries:
                 return st
             return None
 
-        return wait_for(f"{name} in phase {'/'.join(phases)}", reached, timeout, 1, lambda: self.describe(name))
+        return wait_for(reached, timeout, lambda: f"{name} in phase {'/'.join(phases)}" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
 
     def wait_running(self, name: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
         """Running with a driver that has reported progress (the query has started in Spark)."""
@@ -229,7 +225,7 @@ class Queries:
             ok = st.get("phase") == "Running" and (since_attempt is None or st.get("attempt", 0) > since_attempt)
             return st if ok else None
 
-        return wait_for(f"{name} Running", running, timeout, 1, lambda: self.describe(name))
+        return wait_for(running, timeout, lambda: f"{name} Running" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
 
     def wait_committed(self, name: str, topic: str, offsets: dict[str, int], timeout: float = 120) -> dict[str, Any]:
         """Until status.progress says the query committed at least these source offsets."""
@@ -239,7 +235,7 @@ class Queries:
             ok = all(int(done.get(p, -1)) >= o for p, o in offsets.items())
             return progress if ok else None
 
-        return wait_for(f"{name} committing {topic} up to {offsets}", committed, timeout, 1, lambda: self.describe(name))
+        return wait_for(committed, timeout, lambda: f"{name} committing {topic} up to {offsets}" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
 
     def driver_pod(self, name: str) -> dict[str, Any]:
         driver = self.status(name)["driver"]
@@ -271,6 +267,8 @@ class Queries:
         for name in self.names:
             self.kubectl("delete", "sq", name, "--ignore-not-found", "--wait=false", check=False)
         for name in self.names:
-            with_timeout = time.monotonic() + 90
-            while time.monotonic() < with_timeout and self.kubectl("get", "sq", name, check=False).returncode == 0:
-                time.sleep(1)
+            try:
+                wait_for(lambda: self.kubectl("get", "sq", name, check=False).returncode != 0, 90, f"{name} deleted",  # noqa: B023
+                         interval=1)  # fmt: skip
+            except WaitTimeout:
+                pass  # best effort: a query left behind is reported by the next test's namespace, not here

@@ -47,13 +47,12 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq):
     runtime = {
         "parallelism": 4,
         "driver": {"cores": 1, "memory": "1536Mi"},
-        "executors": {"instances": 2, "cores": 2, "memory": "1Gi"},
         # The node has 2 CPUs: executors ask for a quarter each instead of their 2 cores.
-        "sparkConf": {"spark.kubernetes.executor.request.cores": "250m"},
+        "executors": {"instances": 2, "cores": 2, "memory": "1Gi", "coreRequest": "250m"},
     }
 
     def executors_run(query: str) -> None:
-        from tests.e2e.cluster.base import wait_for
+        from tests.support.wait import wait_for
 
         def running() -> list[str] | None:
             out = sq.kubectl("get", "pods", "-l", f"streamq.io/query={query},streamq.io/component=executor",
@@ -61,7 +60,7 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq):
             pods = [line for line in out.splitlines() if line.endswith("=Running")]
             return pods if len(pods) >= 2 else None
 
-        pods = wait_for("2 executor pods Running", running, 300, 2, lambda: sq.describe(query))
+        pods = wait_for(running, 300, lambda: "2 executor pods Running" + "\n" + sq.describe(query), interval=2, ignore=(Exception,))
         print(sq.kubectl("get", "pods", "-l", f"streamq.io/query={query}", "-o", "wide").stdout)
         figure("fraud filter (executor pods)", f"executor pods: {', '.join(p.split('=')[0] for p in pods)}")
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.e2e.helpers import Output, figure, flagged, fraud_spec, payments, wait_output
-from tests.e2e.cluster.base import wait_for
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -64,11 +64,10 @@ def test_suspend_then_resume(cluster, kafka, sq):
 
     sq.patch(name, {"spec": {"suspend": True}})
     sq.wait_phase(name, "Suspended", timeout=180)
-    wait_for("the driver pod gone", lambda: not [c for c in sq.children(name) if c.startswith("pod/")], 120, 1,
-             lambda: sq.describe(name))
+    wait_for(lambda: not [c for c in sq.children(name) if c.startswith("pod/")], 120, lambda: "the driver pod gone" + "\n" + sq.describe(name), interval=1, ignore=(Exception,))
     during = payments(90, start=60)
     kafka.produce(source, during)
-    time.sleep(15)
+    time.sleep(15)  # on purpose: proves that nothing is processed while suspended (no condition to wait for)
     suspended = Output(kafka.read_all(sink), flagged(before))
     processed = set(flagged(during)) & suspended.unique
     figure("suspend/resume", f"while suspended: {len(during)} payments in, {len(processed)} of their flagged records out")
@@ -99,7 +98,7 @@ def test_query_only_spark_refuses_is_invalid_without_a_crash_loop(cluster, kafka
     figure("invalid query", f"phase Invalid after attempt {status.get('attempt')}, restarts {status.get('restarts')}: "
                             f"{(status.get('lastFailure') or {}).get('message') or status.get('message')}"[:400])
     assert "does not support" in reason and "Union" in reason, reason
-    time.sleep(20)  # long enough for several backoffs (initial 2 s) if it were retried
+    time.sleep(20)  # on purpose: proves it is not retried; long enough for several backoffs (initial 2 s)
     later = sq.status(name)
     assert later["phase"] == "Invalid", later
     assert later.get("attempt") == status.get("attempt") and later.get("restarts", 0) == status.get("restarts", 0), later
@@ -120,7 +119,7 @@ def test_delete_removes_every_child(cluster, kafka, sq):
     owners = {c: json.loads(sq.kubectl("get", c, "-o", "json").stdout)["metadata"].get("ownerReferences") for c in children}
     t0 = time.monotonic()
     sq.kubectl("delete", "sq", name, "--wait=true", timeout=180)
-    wait_for("every child gone", lambda: not sq.children(name), 180, 1, lambda: "\n".join(sq.children(name)))
+    wait_for(lambda: not sq.children(name), 180, lambda: "every child gone" + "\n" + "\n".join(sq.children(name)), interval=1, ignore=(Exception,))
     figure("delete", f"children {', '.join(children)} gone {time.monotonic() - t0:.0f}s after kubectl delete; "
                      f"owners: {sorted({o[0]['kind'] for o in owners.values() if o})}")
     assert sq.kubectl("get", "sq", name, check=False).returncode != 0

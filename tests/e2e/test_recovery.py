@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.e2e.helpers import figure, flagged, fraud_spec, payments, wait_output
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -27,9 +28,11 @@ def _recovery(cluster, kafka, sq, how: str) -> None:
     kafka.produce(source, first)
     wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
 
-    during = payments(RATE * 25, start=90)  # 25 s of payments, the driver dies ~8 s in
+    during = payments(RATE * 25, start=90)  # 25 s of payments, the driver dies mid-stream
     producer = kafka.produce_paced(source, during, RATE)
-    time.sleep(8)
+    # Mid-stream: the driver has written some of them, and more keep coming.
+    wait_for(lambda: len(set(flagged(during)) & set(kafka.read_all(sink))) >= 2 * RATE // 3, 20,
+             f"flagged records of the paced payments in {sink}", interval=1)  # fmt: skip
     pod = sq.driver_pod(name)
     killed_at = time.monotonic()
     if how == "pod deleted":

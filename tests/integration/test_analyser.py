@@ -5,6 +5,7 @@ import pytest
 from app.contract.spec import QuerySpec
 from app.contract.load import QueryDocument
 from app.validation.analyser import analyse
+from tests.support.specs import query_spec
 
 pytestmark = pytest.mark.integration
 
@@ -12,14 +13,9 @@ UNREACHABLE = "127.0.0.1:1"  # nothing listens there: analysis must not need a b
 
 
 def _doc(**overrides) -> QueryDocument:
-    spec = {
-        "source": {"kafka": {"bootstrapServers": UNREACHABLE, "topics": ["payments"]}},
-        "transforms": [{"select": ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]}],
-        "sink": {"kafka": {"bootstrapServers": UNREACHABLE, "topic": "out"}},
-        "trigger": {"continuous": {"checkpointInterval": "1s"}},
-        "checkpoint": {"location": "/nonexistent/never-written"},
-        **overrides,
-    }
+    bare = {"source.kafka.startingOffsets": None, "runtime": None,
+            "transforms": [{"select": ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]}]}  # fmt: skip
+    spec = query_spec(bare, bootstrap=UNREACHABLE, sink_topic="out", location="/nonexistent/never-written", **overrides)
     # model_validate skips the static rules on purpose: this is the layer behind them.
     return QueryDocument("analysed", None, QuerySpec.model_validate(spec))
 

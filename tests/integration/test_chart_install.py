@@ -10,9 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.kube import kube_bin
-from tests.support.kube_fixtures import require_kube_binaries
-
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,10 +17,9 @@ NAMESPACE = "streamq-chart-install"
 
 
 @pytest.fixture(scope="module")
-def rendered(kube_apiserver) -> list[dict]:
-    require_kube_binaries(("helm",))
+def rendered(kube_apiserver, helm) -> list[dict]:
     out = subprocess.run(
-        [str(kube_bin("helm")), "template", "streamq", str(ROOT / "charts" / "streamq"),
+        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"),
          "--namespace", NAMESPACE, "--include-crds"],
         capture_output=True, text=True, check=True,
     ).stdout

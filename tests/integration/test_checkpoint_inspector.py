@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from app.checkpoint import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
-from tests.integration.jobs import ROOT, flagged, fraud_spec, payments
+from tests.support.jobs import ROOT
+from tests.support.specs import flagged, payments, query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -36,16 +37,6 @@ def _kafka_end_offsets(progress: dict) -> dict[str, dict[int, int]]:
     return {t: {int(p): o for p, o in parts.items()} for t, parts in end.items()}
 
 
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.parametrize(
     "trigger",
     [
@@ -60,7 +51,7 @@ def test_inspector_reads_what_spark_reports_in_batch_modes(spark, kafka_broker, 
     records = payments(N)
     kafka_broker.produce(source, records)
     extra = {"outputMode": "update"} if "realTime" in trigger else {}
-    spec = validate_spec(fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", trigger, **extra))
+    spec = validate_spec(query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=trigger, **extra))
     query = build_writer(build_dataframe(spark, spec), f"q-{sink}", spec).start()
     try:
         kafka_broker.consume_all(sink, timeout=120, expected_count=len(flagged(records)), decode=True)
@@ -71,8 +62,8 @@ def test_inspector_reads_what_spark_reports_in_batch_modes(spark, kafka_broker, 
             kafka_broker.consume_all(sink, timeout=120, expected_count=len(flagged(records)), decode=True)
         end = kafka_broker.end_offsets(source)
         # the batch that read the last record is committed (a progress event follows its commit)
-        _wait(lambda: query.lastProgress and _kafka_end_offsets(query.lastProgress).get(source) == end, 120,
-              "a progress event for the batch that read everything")  # fmt: skip
+        wait_for(lambda: query.lastProgress and _kafka_end_offsets(query.lastProgress).get(source) == end, 120,
+                 "a progress event for the batch that read everything")  # fmt: skip
     finally:
         query.stop()
     spark_says = query.lastProgress
@@ -98,15 +89,15 @@ def test_inspector_reads_what_a_continuous_query_committed(spark, kafka_broker, 
     source, sink = kafka_topic(partitions=2), kafka_topic()
     records = payments(N)
     kafka_broker.produce(source, records)
-    spec = validate_spec(fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck",
-                                    {"continuous": {"checkpointInterval": "500ms"}}))  # fmt: skip
+    spec = validate_spec(query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck",
+                                    trigger={"continuous": {"checkpointInterval": "500ms"}}))  # fmt: skip
     query = build_writer(build_dataframe(spark, spec), f"q-{sink}", spec).start()
     end = kafka_broker.end_offsets(source)
     try:
         out = kafka_broker.consume_all(sink, timeout=120, expected_count=len(flagged(records)), decode=True)
         # epochs keep being committed; wait until one covers every record consumed
-        state = _wait(lambda: (s := read_checkpoint(tmp_path / "ck")).kafka_offsets() == {source: end} and s, 120,
-                      "an epoch that covers all input")  # fmt: skip
+        state = wait_for(lambda: (s := read_checkpoint(tmp_path / "ck")).kafka_offsets() == {source: end} and s, 120,
+                         "an epoch that covers all input")  # fmt: skip
         assert query.lastProgress is None  # continuous mode: Spark itself says nothing
     finally:
         query.stop()

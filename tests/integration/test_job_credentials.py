@@ -5,7 +5,8 @@ import signal
 import pytest
 
 from app.contract import ExitCode
-from tests.integration.jobs import JobProcess, flagged, fraud_spec, payments, write_resource
+from tests.support.jobs import JobProcess
+from tests.support.specs import flagged, payments, query_spec, write_resource
 from tests.support.kafka import free_port
 
 pytestmark = pytest.mark.integration
@@ -49,7 +50,7 @@ def _secret(tmp_path, password):
 
 def _spec(bootstrap, tmp_path):
     auth = {"mechanism": "PLAIN", "securityProtocol": "SASL_PLAINTEXT", "secretRef": {"name": "kafka-creds"}}
-    spec = fraud_spec(bootstrap, "payments", "flagged", tmp_path / "ck", {"continuous": {"checkpointInterval": "500ms"}})
+    spec = query_spec(bootstrap=bootstrap, topic="payments", sink_topic="flagged", location=tmp_path / "ck", trigger={"continuous": {"checkpointInterval": "500ms"}})
     spec["source"]["kafka"]["auth"] = auth
     spec["sink"]["kafka"]["auth"] = auth
     return write_resource(tmp_path / "q.yaml", "sasl", spec)

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -17,7 +16,9 @@ import pytest
 from app.checkpoint import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
 from app.contract.resume import ResumeFrom
-from tests.integration.jobs import ROOT, JobProcess, SteadyProducer, flagged, fraud_spec, payments, write_resource
+from tests.support.jobs import JobProcess, ROOT, SteadyProducer
+from tests.support.specs import flagged, payments, query_spec, write_resource
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +44,7 @@ def stop(job: JobProcess) -> int:
 
 def test_lag_rises_while_the_job_is_stopped_and_falls_to_zero_after_resume(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec_path = write_resource(tmp_path / "q.yaml", "lag", fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS))
+    spec_path = write_resource(tmp_path / "q.yaml", "lag", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
     producer = SteadyProducer(kafka_broker, source, per_batch=10, period_s=0.2)  # ~50 records/s
     producer.start()
     first = JobProcess(spec_path, tmp_path, env=FAST)
@@ -55,10 +56,10 @@ def test_lag_rises_while_the_job_is_stopped_and_falls_to_zero_after_resume(kafka
         first.stop()
     running = [r["totalLag"] for r in first.records() if r["batchId"] is not None and r["totalLag"] is not None]
     # stopped: nobody reads, the producer goes on; measured against the checkpoint, as the operator cannot
-    stopped = []
-    for _ in range(3):
-        stopped.append(inspect_lag(tmp_path / "ck", spec_path))
-        time.sleep(2)
+    stopped = [inspect_lag(tmp_path / "ck", spec_path)]
+    for _ in range(2):
+        stopped.append(wait_for(lambda: next((lag for lag in [inspect_lag(tmp_path / "ck", spec_path)] if lag > stopped[-1]), None),
+                                60, f"the lag to rise above {stopped[-1]} while the job is stopped"))  # fmt: skip
     second = JobProcess(spec_path, tmp_path, env=FAST)
     try:
         resumed = second.wait_for_record(lambda r: r["totalLag"] is not None, 240, "the resumed job's first lag")
@@ -81,7 +82,7 @@ def test_a_query_short_of_slots_really_hangs_and_is_reported_stalled_within_the_
     The preflight that refuses this is bypassed, so the watchdog has to find out."""
     source, sink = kafka_topic(partitions=3), kafka_topic()
     kafka_broker.produce(source, payments(30))
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS, runtime={"parallelism": 2},
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS, runtime={"parallelism": 2},
                       health={"stallAfterIntervals": 5, "minStallTime": "5s"})  # fmt: skip
     job = JobProcess(write_resource(tmp_path / "q.yaml", "starved", spec), tmp_path,
                      env={**FAST, "STREAMQ_FAILPOINT": "skip-slot-check"})  # fmt: skip
@@ -109,7 +110,7 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
     checkpoint would skip everything produced while the job was down."""
     source, sink = kafka_topic(partitions=2), kafka_topic()
     ck = tmp_path / "ck"
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, ck, CONTINUOUS)
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=ck, trigger=CONTINUOUS)
     spec["source"]["kafka"]["startingOffsets"] = "latest"
     spec_path = write_resource(tmp_path / "q.yaml", "lost", spec)
     first = JobProcess(spec_path, tmp_path, env=FAST)
@@ -125,7 +126,8 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
         first.stop()
     last = json.loads(first.progress_file.read_text())  # what the operator holds in status.progress
     shutil.rmtree(ck)
-    time.sleep(3)  # input keeps arriving while there is no job and no checkpoint
+    sent = len(producer.sent)  # input keeps arriving while there is no job and no checkpoint
+    wait_for(lambda: len(producer.sent) >= sent + 100, 60, "100 payments while no job runs")
     down = {p: o for p, o in kafka_broker.end_offsets(source).items()}
     resume = ResumeFrom.from_progress(last, str(ck))
     write_resource(spec_path, "lost", spec, annotations={RESUME_ANNOTATION: resume.to_annotation()})
@@ -133,16 +135,12 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
     try:
         recovered = second.wait_for_record(lambda r: r.get("recovered"), 240, "a record saying it recovered")
         second.wait_for_record(lambda r: r["batchId"] is not None, 240, "a commit on the fresh checkpoint")
-        time.sleep(2)
+        # and input that arrived while it runs
+        second.wait_for_record(lambda r: sum(r["committedOffsets"].get(source, {}).values()) > sum(down.values()), 240,
+                               "a commit past the input that arrived while no job ran")  # fmt: skip
         producer.stop()
         expected = {rec for rec, (p, o) in zip(producer.sent, producer.positions) if o >= start.get(p, 0)} & set(flagged(producer.sent))
-        deadline = time.monotonic() + 180
-        out: list = []
-        while time.monotonic() < deadline:
-            out = kafka_broker.consume_all(sink, timeout=10, decode=True)
-            if expected <= set(out):
-                break
-            time.sleep(1)
+        out = kafka_broker.wait_for_records(sink, expected, timeout=180)
         assert stop(second) == ExitCode.OK
     finally:
         second.stop()
@@ -164,7 +162,7 @@ def test_a_spec_the_checkpoint_cannot_take_is_refused_naming_the_field(kafka_bro
     a, b, sink = kafka_topic(), kafka_topic(), kafka_topic()
     kafka_broker.produce(a, payments(9))
     ck = tmp_path / "ck"
-    spec = fraud_spec(kafka_broker.bootstrap, a, sink, ck, CONTINUOUS)
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=a, sink_topic=sink, location=ck, trigger=CONTINUOUS)
     first = JobProcess(write_resource(tmp_path / "a.yaml", "change", spec), tmp_path, env=FAST)
     try:
         first.wait_for_record(lambda r: r["batchId"] is not None, 240, "a first commit")
@@ -201,7 +199,7 @@ def test_partitions_added_while_running_restart_an_auto_sized_query_with_more_sl
     from confluent_kafka.admin import NewPartitions
 
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS, runtime={})  # parallelism unset
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS, runtime={})  # parallelism unset
     spec_path = write_resource(tmp_path / "q.yaml", "grow", spec)
     first = JobProcess(spec_path, tmp_path, env=FAST)
     try:
@@ -237,7 +235,7 @@ def test_dropping_the_stateful_step_of_a_query_is_refused_naming_the_field(kafka
     source, sink = kafka_topic(partitions=2), kafka_topic()
     kafka_broker.produce(source, payments(20))
     counting = [{"sql": "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY key"}]
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", {"microBatch": {"interval": "1s"}},
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger={"microBatch": {"interval": "1s"}},
                       transforms=counting, outputMode="update")  # fmt: skip
     first = JobProcess(write_resource(tmp_path / "a.yaml", "counts", spec), tmp_path, env=FAST)
     try:

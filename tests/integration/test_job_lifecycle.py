@@ -9,7 +9,9 @@ import pytest
 
 from app.checkpoint import read_checkpoint
 from app.contract import ExitCode
-from tests.integration.jobs import JobProcess, SteadyProducer, flagged, fraud_spec, payments, write_resource
+from tests.support.jobs import JobProcess, SteadyProducer
+from tests.support.specs import flagged, payments, query_spec, write_resource
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -17,19 +19,14 @@ CONTINUOUS = {"continuous": {"checkpointInterval": "500ms"}}
 
 
 def _wait_for_committed_input(checkpoint, topic, at_least, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        offsets = read_checkpoint(checkpoint).kafka_offsets().get(topic, {})
-        if sum(offsets.values()) >= at_least:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"fewer than {at_least} input records committed within {timeout}s")
+    wait_for(lambda: sum(read_checkpoint(checkpoint).kafka_offsets().get(topic, {}).values()) >= at_least, timeout,
+             f"{at_least} input records committed")  # fmt: skip
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, how):
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec_path = write_resource(tmp_path / "q.yaml", "restart", fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS))
+    spec_path = write_resource(tmp_path / "q.yaml", "restart", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
     producer = SteadyProducer(kafka_broker, source)
     producer.start()
     first = JobProcess(spec_path, tmp_path)
@@ -50,20 +47,15 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
     committed_flagged = {r for r, (p, o) in sent_so_far if o < committed.get(p, 0)} & set(flagged(producer.sent))
     # Only what the first run wrote after its last committed epoch may be written again.
     replay_bound = len(output_of_first_run) - len(committed_flagged)
-    # More input arrives while the job is down.
-    time.sleep(1)
+    sent = len(producer.sent)  # more input arrives while the job is down
+    wait_for(lambda: len(producer.sent) >= sent + 30, 30, "30 payments while the job is down")
     second = JobProcess(spec_path, tmp_path)
     try:
-        second.wait_for_progress(timeout=300)
+        # its own commit (progress.json still holds the first run's)
+        second.wait_for_record(lambda r: r["batchId"] is not None, 300, "a commit of the resumed job")
         producer.stop()
         expected = set(flagged(producer.sent))
-        deadline = time.monotonic() + 120
-        out = []
-        while time.monotonic() < deadline:
-            out = kafka_broker.consume_all(sink, timeout=10, decode=True)
-            if expected <= set(out):
-                break
-            time.sleep(1)
+        out = kafka_broker.wait_for_records(sink, expected, timeout=120)
     finally:
         second.signal(signal.SIGTERM)
         second.wait(60)
@@ -81,14 +73,14 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
 
 
 def test_broker_down_at_start_fails_fast_with_a_reason(kafka_topic, tmp_path):
-    spec_path = write_resource(tmp_path / "q.yaml", "nobroker", fraud_spec("127.0.0.1:1", "in", "out", tmp_path / "ck", CONTINUOUS))
+    spec_path = write_resource(tmp_path / "q.yaml", "nobroker", query_spec(bootstrap="127.0.0.1:1", topic="in", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS))
     code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE, job.log()[-3000:]
     assert "Kafka source 127.0.0.1:1 did not answer" in job.termination_message()
 
 
 def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
-    spec_path = write_resource(tmp_path / "q.yaml", "notopic", fraud_spec(kafka_broker.bootstrap, "no-such-topic", "out", tmp_path / "ck", CONTINUOUS))
+    spec_path = write_resource(tmp_path / "q.yaml", "notopic", query_spec(bootstrap=kafka_broker.bootstrap, topic="no-such-topic", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS))
     code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE
     assert "no-such-topic" in job.termination_message()
@@ -96,7 +88,7 @@ def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
 
 def test_too_few_slots_for_the_partitions_is_refused_not_hung(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic(partitions=4)
-    spec = fraud_spec(kafka_broker.bootstrap, source, "out", tmp_path / "ck", CONTINUOUS, runtime={"parallelism": 4})
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS, runtime={"parallelism": 4})
     code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "slots", spec), tmp_path, 90)
     assert code == ExitCode.INVALID_SPEC
     assert "4 partitions need more than 4 slots" in job.termination_message()
@@ -108,7 +100,7 @@ def test_broker_going_away_mid_run_fails_the_job_with_a_reason(kafka_broker_fact
     broker.create_topic(source, 1)
     broker.create_topic(sink, 1)
     broker.produce(source, payments(30))
-    spec_path = write_resource(tmp_path / "q.yaml", "brokergone", fraud_spec(broker.bootstrap, source, sink, tmp_path / "ck", CONTINUOUS))
+    spec_path = write_resource(tmp_path / "q.yaml", "brokergone", query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
     job = JobProcess(spec_path, tmp_path, env={"STREAMQ_BROKER_TIMEOUT_SECONDS": "10"})
     try:
         job.wait_for_progress(timeout=300, min_batch=1)
@@ -125,7 +117,7 @@ def test_broker_going_away_mid_run_fails_the_job_with_a_reason(kafka_broker_fact
 
 def test_query_spark_refuses_exits_as_invalid(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic()
-    spec = fraud_spec(kafka_broker.bootstrap, source, "out", tmp_path / "ck", CONTINUOUS, transforms=[{"where": "no_such_column > 1"}])
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS, transforms=[{"where": "no_such_column > 1"}])
     code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "refused", spec), tmp_path, 120)
     assert code == ExitCode.QUERY_REFUSED, job.log()[-3000:]
     assert "QUERY_REFUSED" in job.termination_message() and "no_such_column" in job.termination_message()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 
 import pytest
@@ -11,27 +10,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.support.kube import KubeApiServer, KubectlError, kube_version
+from tests.support.operator import unique
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
 GROUP = "test.streamq.io"
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +99,12 @@ def test_crd_registration_and_custom_objects(api):
         conditions = ext.read_custom_resource_definition(crd["metadata"]["name"]).status.conditions or []
         return any(c.type == "Established" and c.status == "True" for c in conditions)
 
-    wait_for(established, what=f"CRD {crd['metadata']['name']} to be Established")
+    wait_for(established, message=f"CRD {crd['metadata']['name']} to be Established")
 
     body = {"apiVersion": f"{GROUP}/v1alpha1", "kind": kind, "metadata": {"name": "w1"}, "spec": {"size": 3}}
     # Discovery of a fresh CRD can lag its Established condition by a moment.
     created = wait_for(
-        lambda: _try_create(custom, plural, body), what="the custom resource to be served"
+        lambda: _try_create(custom, plural, body), message="the custom resource to be served"
     )
     assert created["metadata"]["uid"]
     got = custom.get_namespaced_custom_object(GROUP, "v1alpha1", "default", plural, "w1")
@@ -211,7 +195,7 @@ def test_rbac_is_enforced_for_service_account_tokens(kube_apiserver: KubeApiServ
     # The RBAC authorizer reads bindings through an informer: allow it to catch up.
     wait_for(
         lambda: kube_apiserver.kubectl("get", "configmaps", *as_reader, check=False).returncode == 0,
-        what="the RoleBinding to take effect",
+        message="the RoleBinding to take effect",
     )
     still_denied = kube_apiserver.kubectl("get", "secrets", *as_reader, check=False)
     assert "Forbidden" in still_denied.stderr

@@ -7,13 +7,11 @@ refuses what the model accepts (the valid cases)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from app.contract.load import validate_spec
 from app.contract.problems import SpecError
-from test_operator_support import api_client, base_spec, cluster, namespace, streamq_installed  # noqa: F401
+from tests.support.specs import RATE_TO_CONSOLE, query_spec, resource
 
 pytestmark = pytest.mark.integration
 
@@ -21,18 +19,8 @@ KAFKA = {"bootstrapServers": "kafka:9092", "topics": ["payments"]}
 
 
 def spec_with(**changes) -> dict:
-    spec = copy.deepcopy(base_spec())
-    spec.pop("restartPolicy")
-    for path, value in changes.items():
-        *parents, last = path.split(".")
-        node = spec
-        for key in parents:
-            node = node.setdefault(key, {})
-        if value is None:
-            node.pop(last, None)
-        else:
-            node[last] = value
-    return spec
+    """The operator tests' query without a restart policy, changed."""
+    return query_spec(RATE_TO_CONSOLE, {"restartPolicy": None}, **changes)
 
 
 INVALID = [
@@ -130,7 +118,7 @@ def test_valid_specs_are_accepted_and_stored_as_given(cluster, case, spec):
     validate_spec(spec)  # the model accepts it
     name = f"ok-{VALID.index((case, spec))}"
     cluster.custom.create_namespaced_custom_object(
-        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", cluster.resource(name, spec))
+        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", resource(spec, name, cluster.namespace))
     assert cluster.get(name)["spec"] == spec  # nothing pruned, nothing defaulted
 
 

@@ -7,23 +7,15 @@ import time
 
 import pytest
 
-from test_operator_support import (  # noqa: F401  (fixtures)
-    JOB_IMAGE,
-    api_client,
-    base_spec,
-    cluster,
-    namespace,
-    operator,
-    start_operator,
-    streamq_installed,
-    wait_for,
-)
+from tests.support.operator import JOB_IMAGE
+from tests.support.specs import RATE_TO_CONSOLE, query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
 
 def test_apply_creates_the_driver_pod_and_its_query(cluster, operator):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     pod = cluster.wait_driver("q", 1)
     sq = cluster.get("q")
     assert pod.spec.containers[0].image == JOB_IMAGE
@@ -41,7 +33,7 @@ def test_apply_creates_the_driver_pod_and_its_query(cluster, operator):
 
 
 def test_ready_condition_works_with_kubectl_wait(cluster, operator, kube_apiserver):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
     kube_apiserver.kubectl("-n", cluster.namespace, "wait", "--for=condition=Ready", "sq/q", "--timeout=60s")
@@ -53,7 +45,7 @@ def test_ready_condition_works_with_kubectl_wait(cluster, operator, kube_apiserv
 
 
 def test_printer_columns(cluster, operator, kube_apiserver):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
     cluster.wait_phase("q", "Running")
@@ -71,7 +63,7 @@ def test_printer_columns(cluster, operator, kube_apiserver):
 
 
 def test_a_dying_driver_is_restarted_after_the_backoff_on_the_same_checkpoint(cluster, operator):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
     cluster.wait_phase("q", "Running")
@@ -94,7 +86,7 @@ def test_a_dying_driver_is_restarted_after_the_backoff_on_the_same_checkpoint(cl
 
 
 def test_exit_65_is_invalid_and_not_restarted(cluster, operator):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_dies("q-driver-1", 65, "QUERY_REFUSED: Continuous processing does not support Aggregate operations.")
     status = cluster.wait_phase("q", "Invalid")
@@ -111,7 +103,7 @@ def test_exit_65_is_invalid_and_not_restarted(cluster, operator):
 
 
 def test_max_restarts_exhausted_is_failed(cluster, operator):
-    cluster.apply("q", base_spec(restartPolicy={"backoff": {"initial": "1s", "max": "1s"}, "maxRestarts": 1}))
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE, restartPolicy={"backoff": {"initial": "1s", "max": "1s"}, "maxRestarts": 1}))
     cluster.wait_driver("q", 1)
     cluster.pod_dies("q-driver-1", 70, "QUERY_FAILED: one")
     cluster.wait_driver("q", 2, timeout=30)
@@ -126,7 +118,7 @@ def test_max_restarts_exhausted_is_failed(cluster, operator):
 
 
 def test_suspend_and_resume(cluster, operator):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
     cluster.wait_phase("q", "Running")
@@ -141,7 +133,7 @@ def test_suspend_and_resume(cluster, operator):
 
 
 def test_an_incompatible_source_change_is_refused_in_status(cluster, operator, kube_apiserver):
-    spec = base_spec(source={"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
+    spec = query_spec(RATE_TO_CONSOLE, source={"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
                      sink={"console": {}}, runtime={"parallelism": 2})  # fmt: skip
     cluster.apply("q", spec)
     cluster.wait_driver("q", 1)
@@ -169,7 +161,7 @@ def test_an_incompatible_source_change_is_refused_in_status(cluster, operator, k
 
 
 def test_a_compatible_change_and_a_restart_nonce_restart_the_driver(cluster, operator):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.patch_spec("q", {"transforms": [{"where": "value % 3 = 0"}]})
     cluster.wait_driver("q", 2)
@@ -181,7 +173,7 @@ def test_a_compatible_change_and_a_restart_nonce_restart_the_driver(cluster, ope
 
 
 def test_delete_leaves_owned_children_and_no_stuck_finalizer(cluster, operator, kube_apiserver):
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     pod = cluster.wait_driver("q", 1)
     sq = cluster.get("q")
     assert sq["metadata"]["finalizers"] == ["streamq.io/finalizer"]
@@ -200,7 +192,7 @@ def test_delete_leaves_owned_children_and_no_stuck_finalizer(cluster, operator, 
 
 def test_a_spec_invalid_for_the_static_rules_is_invalid(cluster, operator):
     # the CRD cannot express this rule (an aggregation in continuous mode); the operator's validation can
-    cluster.apply("q", base_spec(transforms=[{"sql": "SELECT count(*) AS n FROM input"}]))
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE, transforms=[{"sql": "SELECT count(*) AS n FROM input"}]))
     status = cluster.wait_phase("q", "Invalid")
     assert "spec.transforms[0].sql: continuous mode supports map-like steps only" in status["message"]
     assert cluster.driver_pods("q") == []
@@ -216,7 +208,7 @@ def test_metrics_and_liveness(cluster, start_operator):
 
     port = free_port()
     op = start_operator(metrics_port=port)
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
     cluster.wait_phase("q", "Running")

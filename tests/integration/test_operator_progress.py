@@ -4,7 +4,7 @@ status, conditions, events and printer columns through the real kube-apiserver.
 The job runs here as a process (real Spark, the real broker) from the document the
 operator wrote into the query's ConfigMap; the test plays the kubelet: it binds the
 driver pod to a node, writes the pod's status, and serves the job's log where the
-API server asks the kubelet for it (tests/integration/kubelet_logs.py)."""
+API server asks the kubelet for it (tests/support/kubelet_logs.py)."""
 
 from __future__ import annotations
 
@@ -18,19 +18,13 @@ import pytest
 
 from app.contract import RESUME_ANNOTATION, ExitCode
 from controller import names
-from tests.integration.jobs import JobProcess, flagged, fraud_spec, payments
-from tests.integration.kubelet_logs import KubeletLogs
+from tests.support.jobs import JobProcess
+from tests.support.specs import flagged, payments, query_spec
+from tests.support.kubelet_logs import KubeletLogs
 from tests.support.kube import free_port
-from test_operator_support import (  # noqa: F401  (fixtures)
-    api_client,
-    base_spec,
-    cluster,
-    namespace,
-    start_operator,
-    streamq_installed,
-    unique,
-    wait_for,
-)
+from tests.support.operator import unique
+from tests.support.specs import RATE_TO_CONSOLE, query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +56,7 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
     start_operator(metrics_port=metrics_port, STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
     source, sink = kafka_topic(partitions=3), kafka_topic()
     kafka_broker.produce(source, payments(30))
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, tmp_path / "ck", {"continuous": {"checkpointInterval": "1s"}},
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger={"continuous": {"checkpointInterval": "1s"}},
                       runtime={"parallelism": 2}, health={"stallAfterIntervals": 5, "minStallTime": "5s"},
                       restartPolicy={"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3})  # fmt: skip
     cluster.apply("q", spec)
@@ -120,7 +114,7 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
 
 def test_the_next_driver_gets_the_offsets_committed_in_status_for_a_lost_checkpoint(cluster, start_operator):
     start_operator()
-    cluster.apply("q", base_spec(source={"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE, source={"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
                                  sink={"console": {}}, runtime={"parallelism": 4}))  # fmt: skip
     cluster.wait_driver("q", 1)
     cluster.pod_runs("q-driver-1")
@@ -146,7 +140,7 @@ def test_a_lost_checkpoint_resumes_from_the_offsets_in_status_and_says_so(
     start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
     source, sink = kafka_topic(partitions=2), kafka_topic()
     ck = tmp_path / "ck"
-    spec = fraud_spec(kafka_broker.bootstrap, source, sink, ck, {"continuous": {"checkpointInterval": "1s"}},
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=ck, trigger={"continuous": {"checkpointInterval": "1s"}},
                       restartPolicy={"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3})  # fmt: skip
     spec["source"]["kafka"]["startingOffsets"] = "latest"
     cluster.apply("q", spec)

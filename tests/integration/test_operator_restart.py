@@ -6,22 +6,15 @@ from __future__ import annotations
 import pytest
 
 from controller import names
-from test_operator_support import (  # noqa: F401  (fixtures)
-    api_client,
-    base_spec,
-    cluster,
-    namespace,
-    start_operator,
-    streamq_installed,
-    wait_for,
-)
+from tests.support.specs import RATE_TO_CONSOLE, query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
 
 def test_killed_between_creating_the_driver_and_writing_the_status(cluster, start_operator):
     crashing = start_operator(STREAMQ_FAILPOINT="exit-after-create")
-    cluster.apply("q", base_spec())
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
     wait_for(lambda: crashing.exited, 60, "the operator to die at the failpoint")
     assert crashing.proc.returncode == 137
     assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-1"]
@@ -39,7 +32,7 @@ def test_killed_between_creating_the_driver_and_writing_the_status(cluster, star
 def test_killed_while_starting_many_queries(cluster, start_operator):
     queries = [f"q{i}" for i in range(6)]
     for q in queries:
-        cluster.apply(q, base_spec())
+        cluster.apply(q, query_spec(RATE_TO_CONSOLE))
     first = start_operator()
     wait_for(lambda: any(cluster.driver_pods(q) for q in queries), 60, "a first driver")
     first.kill()
@@ -56,7 +49,7 @@ def test_killed_while_starting_many_queries(cluster, start_operator):
 
 def test_killed_during_the_backoff_counts_the_failure_once(cluster, start_operator):
     first = start_operator()
-    cluster.apply("q", base_spec(restartPolicy={"backoff": {"initial": "3s", "max": "3s"}, "maxRestarts": 3}))
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE, restartPolicy={"backoff": {"initial": "3s", "max": "3s"}, "maxRestarts": 3}))
     cluster.wait_driver("q", 1)
     cluster.pod_dies("q-driver-1", 70, "QUERY_FAILED: boom")
     cluster.wait_status("q", lambda s: s.get("restarts") == 1 and s.get("phase") == "Restarting")

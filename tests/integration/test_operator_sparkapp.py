@@ -6,17 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from test_operator_support import (  # noqa: F401  (fixtures)
-    JOB_IMAGE,
-    api_client,
-    base_spec,
-    cluster,
-    namespace,
-    operator,
-    start_operator,
-    streamq_installed,
-    wait_for,
-)
+from tests.support.operator import JOB_IMAGE
+from tests.support.specs import RATE_TO_CONSOLE, query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +31,7 @@ def set_state(cluster, name: str, state: str, error: str = "") -> None:
 
 
 def test_spark_application_backend(cluster, operator, kube_apiserver):
-    spec = base_spec(runtime={"backend": "sparkApplication", "parallelism": 2,
+    spec = query_spec(RATE_TO_CONSOLE, runtime={"backend": "sparkApplication", "parallelism": 2,
                               "executors": {"instances": 2, "cores": 1, "memory": "1Gi"}})  # fmt: skip
     cluster.apply("q", spec)
     app = wait_app(cluster, "q-driver-1")
@@ -67,7 +59,7 @@ def test_spark_application_backend(cluster, operator, kube_apiserver):
 
 
 def test_submission_failure_with_never_policy_is_failed(cluster, operator):
-    cluster.apply("q", base_spec(runtime={"backend": "sparkApplication", "parallelism": 2},
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE, runtime={"backend": "sparkApplication", "parallelism": 2},
                                  restartPolicy={"type": "Never"}))  # fmt: skip
     wait_app(cluster, "q-driver-1")
     set_state(cluster, "q-driver-1", "SUBMISSION_FAILED", "failed to run spark-submit")

@@ -35,6 +35,8 @@ import weakref
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from tests.support.wait import WaitTimeout, wait_for
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_HINT = "run hack/install-jars.sh (it installs them into ${STREAMQ_CACHE:-~/.cache/streamq})"
 KAFKA_BROKER_POM = REPO_ROOT / "hack" / "maven" / "kafka-broker" / "pom.xml"
@@ -355,24 +357,22 @@ class KafkaBroker:
         return self
 
     def _wait_ports_free(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            busy = [p for p in (self.port, self.controller_port) if not _port_is_free(p)]
-            if not busy:
-                return
-            if time.monotonic() > deadline:
-                raise BrokerError(f"ports {busy} on 127.0.0.1 are still in use; cannot (re)start the broker")
-            time.sleep(0.2)
+        def free() -> bool:
+            return all(_port_is_free(p) for p in (self.port, self.controller_port))
+
+        try:
+            wait_for(free, timeout, f"ports {self.port} and {self.controller_port} on 127.0.0.1 to be free")
+        except WaitTimeout as e:
+            raise BrokerError(f"{e}; cannot (re)start the broker") from None
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Block until the broker serves metadata and every partition has a leader."""
         from confluent_kafka.admin import AdminClient
 
         timeout = self.start_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
         admin = AdminClient(self._client_conf())
-        last_error: object = None
-        while True:
+
+        def ready() -> bool:
             if not self.is_running:
                 raise BrokerError(
                     f"the Kafka broker exited with code {self.process.returncode if self.process else None}; "
@@ -380,21 +380,18 @@ class KafkaBroker:
                 )
             try:
                 md = admin.list_topics(timeout=2)
-                if md.brokers and all(
-                    p.leader >= 0 and p.error is None
-                    for t in md.topics.values()
-                    for p in t.partitions.values()
-                ) and all(t.error is None for t in md.topics.values()):
-                    return
-                last_error = "partitions without a leader"
-            except Exception as e:  # KafkaException while the broker boots
-                last_error = e
-            if time.monotonic() > deadline:
-                raise BrokerError(
-                    f"the Kafka broker at {self.bootstrap} did not become ready in {timeout:.0f}s "
-                    f"({last_error}); log {self.log_file}:\n{self.log_tail()}"
-                )
-            time.sleep(0.2)
+            except Exception:  # noqa: BLE001 - KafkaException while the broker boots
+                return False
+            topics = md.topics.values()
+            return bool(md.brokers) and all(t.error is None for t in topics) and all(
+                p.leader >= 0 and p.error is None for t in topics for p in t.partitions.values()
+            )
+
+        try:
+            wait_for(ready, timeout, f"the Kafka broker at {self.bootstrap} to be ready, every partition with a leader",
+                     interval=0.2)  # fmt: skip
+        except WaitTimeout as e:
+            raise BrokerError(f"{e}; log {self.log_file}:\n{self.log_tail()}") from None
 
     def _terminate(self, grace: float) -> None:
         proc = self.process
@@ -474,19 +471,17 @@ class KafkaBroker:
             fut.result(timeout=timeout)
         except Exception as e:
             raise BrokerError(f"could not create topic {name!r}: {e}") from e
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def led() -> bool:
             md = admin.list_topics(topic=name, timeout=5).topics.get(name)
-            if (
-                md is not None
-                and md.error is None
-                and len(md.partitions) == partitions
-                and all(p.leader >= 0 for p in md.partitions.values())
-            ):
-                return name
-            if time.monotonic() > deadline:
-                raise BrokerError(f"topic {name!r} has no leader for every partition after {timeout}s")
-            time.sleep(0.1)
+            return (md is not None and md.error is None and len(md.partitions) == partitions
+                    and all(p.leader >= 0 for p in md.partitions.values()))  # fmt: skip
+
+        try:
+            wait_for(led, timeout, f"a leader for every partition of topic {name!r}", interval=0.1)
+        except WaitTimeout as e:
+            raise BrokerError(str(e)) from None
+        return name
 
     def delete_topic(self, name: str, timeout: float = 30) -> None:
         self.admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
@@ -555,6 +550,20 @@ class KafkaBroker:
             }
         finally:
             consumer.close()
+
+    def wait_for_records(self, topic: str, expected: Iterable[tuple[object, object]], timeout: float) -> list[tuple[object, object]]:
+        """Every record of ``topic`` (decoded, duplicates included) once it holds all of ``expected``."""
+        from confluent_kafka import KafkaException
+
+        wanted, out = set(expected), []
+
+        def holds_all() -> bool:
+            out[:] = self.consume_all(topic, timeout=10, decode=True)
+            return wanted <= set(out)
+
+        wait_for(holds_all, timeout, lambda: f"{len(wanted - set(out))} of {len(wanted)} records missing from {topic}",
+                 interval=1, ignore=(KafkaException,))  # fmt: skip (a metadata error while the topic is written: not yet)
+        return out
 
     def consume_all(
         self,

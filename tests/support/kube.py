@@ -23,7 +23,6 @@ envtest).
 from __future__ import annotations
 
 import base64
-import contextlib
 import ctypes
 import json
 import os
@@ -41,6 +40,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+from tests.support.wait import WaitTimeout, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-kube.sh"
@@ -463,17 +464,15 @@ class KubeApiServer:
         self.version = json.loads(get("/version")[1])
 
     def _wait(self, probe, proc: subprocess.Popen, what: str, log: str, deadline: float) -> None:
-        delay = 0.05
-        while True:
+        def up() -> bool:
             if proc.poll() is not None:
                 raise self._fail(what, proc, log)
-            with contextlib.suppress(OSError, ValueError):
-                if probe():
-                    return
-            if time.monotonic() > deadline:
-                raise self._fail(f"{what} (timeout)", proc, log)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            return probe()
+
+        try:
+            wait_for(up, deadline - time.monotonic(), what, ignore=(OSError, ValueError))
+        except WaitTimeout:
+            raise self._fail(f"{what} (timeout)", proc, log) from None
 
     # -- clients --------------------------------------------------------------------
 

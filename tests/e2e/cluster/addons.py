@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from string import Template
 
-from tests.e2e.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref, wait_for
+from tests.e2e.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref
+from tests.support.wait import wait_for
 
 MANIFESTS = Path(__file__).parent / "manifests"
 E2E_NAMESPACE = "streamq-e2e"
@@ -30,7 +31,7 @@ def _rollout(cluster: Cluster, namespace: str, what: str, timeout: int) -> None:
         events = cluster.kubectl("-n", namespace, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
         return f"{pods}\n{events[-3000:]}"
 
-    wait_for(f"{namespace}/{what}", done, timeout, 1, diagnose)
+    wait_for(done, timeout, lambda: f"{namespace}/{what}" + "\n" + diagnose(), interval=1, ignore=(Exception,))
 
 
 def deploy_coredns(cluster: Cluster, cluster_dns: str) -> None:
@@ -52,7 +53,7 @@ def check_dns(cluster: Cluster) -> None:
         pod = cluster.kubectl_json("-n", E2E_NAMESPACE, "get", "pod", "dns-check")
         return pod["status"].get("phase") if pod["status"].get("phase") in ("Succeeded", "Failed") else None
 
-    phase = wait_for("the DNS check pod", finished, 180, 1)
+    phase = wait_for(finished, 180, "the DNS check pod", interval=1, ignore=(Exception,))
     logs = cluster.kubectl("-n", E2E_NAMESPACE, "logs", "dns-check", check=False).stdout
     cluster.kubectl("-n", E2E_NAMESPACE, "delete", "pod", "dns-check", "--wait=false")
     if phase != "Succeeded":
@@ -79,7 +80,7 @@ def deploy_kafka(cluster: Cluster) -> str:
         with socket.create_connection((host, port), timeout=3):
             return True
 
-    wait_for(f"Kafka's external listener {bootstrap}", answers, 60, 1)
+    wait_for(answers, 60, f"Kafka's external listener {bootstrap}", interval=1, ignore=(Exception,))
     return bootstrap
 
 
@@ -94,6 +95,9 @@ def install_operator(cluster: Cluster) -> None:
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
         "--set", f"driver.namespaces={{{E2E_NAMESPACE}}}",
+        # The tests keep checkpoints on a node directory: the policy must allow that one.
+        "--set", "policy.allowedVolumes={persistentVolumeClaim,emptyDir,hostPath}",
+        "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root()}}}",
         # Progress read every 5 s instead of 15: the tests wait on it.
         "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
         "--set-string", "operator.extraEnv[0].value=5",

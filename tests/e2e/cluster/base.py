@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tests.support.kube import KubectlError, kube_bin
 
@@ -28,29 +28,6 @@ def run(argv: list[str], *, check: bool = True, timeout: float = 300, input: str
     if check and proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(argv)} exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     return proc
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout: float, interval: float = 1.0,
-             diagnose: Callable[[], str] | None = None) -> Any:
-    """Polls ``probe`` until it returns something truthy; raises TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    last_error: BaseException | None = None
-    while True:
-        try:
-            result = probe()
-            if result:
-                return result
-        except Exception as exc:  # noqa: BLE001 - reported if it never succeeds
-            last_error = exc
-        if time.monotonic() > deadline:
-            extra = f"\nlast error: {last_error}" if last_error else ""
-            if diagnose is not None:
-                try:
-                    extra += "\n" + diagnose()
-                except Exception as exc:  # noqa: BLE001
-                    extra += f"\n(diagnosis failed: {exc})"
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 def streamq_image_archive() -> Path:
@@ -96,6 +73,10 @@ class Cluster:
     # -- node operations (providers implement) -------------------------------------
     def node_dir(self, name: str) -> str:
         """A fresh directory on the node (for hostPath volumes), writable by uid 1000."""
+        raise NotImplementedError
+
+    def node_dir_root(self) -> str:
+        """The directory node_dir makes its directories in (the policy's hostPathPrefixes)."""
         raise NotImplementedError
 
     def node_kafka_home(self) -> str:

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.e2e.cluster.base import Cluster, kafka_home, log, run, streamq_image_archive, wait_for
+from tests.e2e.cluster.base import Cluster, kafka_home, log, run, streamq_image_archive
+from tests.support.wait import wait_for
 from tests.support.kube import free_port, kube_bin
 
 NODE_KAFKA_HOME = "/streamq/kafka"
@@ -63,8 +64,8 @@ nodes:
             self._kind("create", "cluster", "--name", self.name, "--config", str(self.dir / "kind.yaml"),
                        "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
             self.load_image(streamq_image_archive())
-            wait_for("CoreDNS", lambda: self.kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns",
-                                                    "--timeout=10s", check=False).returncode == 0, 180, 2)
+            wait_for(lambda: self.kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns",
+                                                    "--timeout=10s", check=False).returncode == 0, 180, "CoreDNS", interval=2, ignore=(Exception,))
         except BaseException:
             self.down()
             raise
@@ -82,6 +83,9 @@ nodes:
 
     def load_image(self, archive: Path) -> None:
         self._kind("load", "image-archive", str(archive), "--name", self.name)
+
+    def node_dir_root(self) -> str:
+        return NODE_HOSTPATH_DIR
 
     def node_dir(self, name: str) -> str:
         path = f"{NODE_HOSTPATH_DIR}/{name}"

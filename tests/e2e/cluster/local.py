@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive, wait_for
+from tests.e2e.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
 from tests.support.kube import (
     SERVICE_CLUSTER_IP_RANGE,
     KubeApiServer,
@@ -44,6 +44,7 @@ from tests.support.kube import (
     sign_cert,
     write_kubeconfig,
 )
+from tests.support.wait import WaitTimeout, wait_for
 
 NODE_NAME = "streamq-e2e-node"
 NODE_IP = "10.245.0.1"
@@ -165,20 +166,24 @@ class MachineLock:
 
         LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline, told = time.monotonic() + timeout, False
-        while True:
+        told: list[str] = []
+
+        def locked() -> bool:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return True
             except BlockingIOError:
-                holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise ClusterBusy(f"another local e2e cluster is up on this machine ({LOCK_FILE}: {holder})") from None
                 if not told:
-                    log(f"another local e2e cluster is up ({holder}); waiting up to {timeout:.0f}s for it to go down")
-                    told = True
-                time.sleep(5)
+                    told.append(os.pread(fd, 64, 0).decode(errors="replace").strip())
+                    log(f"another local e2e cluster is up ({told[0]}); waiting up to {timeout:.0f}s for it to go down")
+                return False
+
+        try:
+            wait_for(locked, timeout, f"the machine's e2e lock {LOCK_FILE}", interval=5)
+        except WaitTimeout:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            os.close(fd)
+            raise ClusterBusy(f"another local e2e cluster is up on this machine ({LOCK_FILE}: {holder})") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%H:%M:%S')}\n".encode(), 0)
         self.fd = fd
@@ -368,7 +373,7 @@ oom_score = 0
         path.write_text(config)
         self.daemons["containerd"] = Daemon("containerd", ["containerd", "--config", str(path)], self.dir)
         self._record_pids()
-        wait_for("containerd", lambda: (self.daemons["containerd"].check(), self.ctr("version", check=False).returncode == 0)[1], 60, 0.2)
+        wait_for(lambda: (self.daemons["containerd"].check(), self.ctr("version", check=False).returncode == 0)[1], 60, "containerd", interval=0.2, ignore=(Exception,))
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         return run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args], check=check, timeout=timeout)
@@ -477,8 +482,8 @@ oom_score = 0
             node = self.kubectl_json("get", "node", NODE_NAME)
             return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
 
-        wait_for(f"node {NODE_NAME} Ready", node_ready, 180, 1, self.diagnostics)
-        wait_for("the default ServiceAccount", lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60)
+        wait_for(node_ready, 180, lambda: f"node {NODE_NAME} Ready" + "\n" + self.diagnostics(), interval=1, ignore=(Exception,))
+        wait_for(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60, "the default ServiceAccount", ignore=(Exception,))
 
     def cleanup_if_still_up(self) -> None:
         """At exit: this process's cluster, if down() never ran (the lock is still ours)."""
@@ -487,8 +492,11 @@ oom_score = 0
             self.lock.release()
 
     # ------------------------------------------------------------------ node operations
+    def node_dir_root(self) -> str:
+        return str(DATA_DIR / "hostpath")
+
     def node_dir(self, name: str) -> str:
-        path = DATA_DIR / "hostpath" / name
+        path = Path(self.node_dir_root()) / name
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True)
@@ -524,7 +532,7 @@ oom_score = 0
                     self.daemons[name].stop()
             with contextlib.suppress(Exception):
                 self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false", timeout=30)
-                wait_for("pods gone", lambda: not self.kubectl_json("get", "pods", "-A")["items"], 60, 1)
+                wait_for(lambda: not self.kubectl_json("get", "pods", "-A")["items"], 60, "pods gone", interval=1, ignore=(Exception,))
         for name in ("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"):
             if name in self.daemons:
                 self.daemons[name].stop()
@@ -586,17 +594,16 @@ def teardown_node(socket: Path, containerd: Daemon | None) -> None:
             if config.exists():
                 started_here = Daemon("containerd-cleanup", ["containerd", "--config", str(config)], logdir)
                 with contextlib.suppress(TimeoutError):
-                    wait_for("containerd (cleanup)", lambda: run(["ctr", "--address", str(socket), "version"], check=False).returncode == 0, 30, 0.2)
+                    wait_for(lambda: run(["ctr", "--address", str(socket), "version"], check=False).returncode == 0, 30, "containerd (cleanup)", interval=0.2, ignore=(Exception,))
     ctr = ["ctr", "--address", str(socket), "--namespace", "k8s.io"]
     if socket.exists() and run([*ctr, "version"], check=False, timeout=10).returncode == 0:
         tasks = [line.split()[0] for line in run([*ctr, "tasks", "ls", "-q"], check=False).stdout.splitlines() if line.strip()]
         for task in tasks:
             run([*ctr, "tasks", "kill", "--signal", "SIGKILL", "--all", task], check=False, timeout=30)
         for task in tasks:
-            for _ in range(20):
-                if run([*ctr, "tasks", "delete", task], check=False, timeout=30).returncode == 0:
-                    break
-                time.sleep(0.25)
+            with contextlib.suppress(WaitTimeout):  # best effort, as the rest of the cleanup
+                wait_for(lambda: run([*ctr, "tasks", "delete", task], check=False, timeout=30).returncode == 0, 5,  # noqa: B023
+                         f"task {task} deleted", interval=0.25)  # fmt: skip
         for container in run([*ctr, "containers", "ls", "-q"], check=False).stdout.split():
             run([*ctr, "containers", "delete", container], check=False, timeout=60)
     for d in (containerd, started_here):

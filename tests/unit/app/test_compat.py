@@ -5,11 +5,11 @@ import pytest
 from app.contract.checkpoint import CheckpointState, StatefulOperator
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
 from app.contract.load import validate_spec
-from tests.unit.app.specs import kafka_to_kafka, with_change
+from tests.support.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
-BASE = kafka_to_kafka("microBatch")
+BASE = query_spec(mode="microBatch")
 
 
 def spec(path=None, value=None):
@@ -51,7 +51,7 @@ def test_what_the_checkpoint_holds_against_the_spec(h, path, value, field):
 def test_state_is_fine_when_a_transform_may_keep_it_but_not_in_continuous_mode():
     stateful = holds("kafka", topics=["payments"], ops=["stateStoreSave"])
     assert checkpoint_differences(stateful, spec("transforms", [{"sql": "SELECT key, count(*) AS n FROM input GROUP BY key"}])) == []
-    continuous = validate_spec(kafka_to_kafka("continuous"))
+    continuous = validate_spec(query_spec(mode="continuous"))
     assert checkpoint_differences(stateful, continuous)[0].startswith("spec.trigger: the checkpoint holds the state")
 
 

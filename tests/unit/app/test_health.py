@@ -8,7 +8,7 @@ from app.health import (
     HealthState, StallClock, compute_lag, judge, partitions_changed, slot_shortage, starting_positions,
 )  # fmt: skip
 from app.contract.load import validate_spec
-from tests.unit.app.specs import kafka_to_kafka, with_change
+from tests.support.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
@@ -68,7 +68,7 @@ def test_judge():
 
 
 def _spec(mode="continuous", parallelism=None):
-    return validate_spec(with_change(kafka_to_kafka(mode), "runtime", {} if parallelism is None else {"parallelism": parallelism}))
+    return validate_spec(with_change(query_spec(mode=mode), "runtime", {} if parallelism is None else {"parallelism": parallelism}))
 
 
 def test_slot_shortage_only_in_long_running_modes():

@@ -8,11 +8,11 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.contract import ExitCode
-from tests.unit.app.specs import DELETE, kafka_to_kafka, resource, with_change
+from tests.support.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
 
-K = kafka_to_kafka()
+K = query_spec()
 RATE = {**K, "source": {"rate": {"rowsPerSecond": 10, "numPartitions": 4}}}
 
 INVALID = {
@@ -30,7 +30,7 @@ INVALID = {
         "realTime mode cannot read from a rate source",
     ),
     "too few task slots": (with_change(RATE, "runtime.parallelism", 4), "needs more task slots than source partitions"),
-    "missing checkpoint": (with_change(K, "checkpoint", DELETE), "spec.checkpoint: required field is missing"),
+    "missing checkpoint": (with_change(K, "checkpoint", None), "spec.checkpoint: required field is missing"),
     "option without kafka. prefix": (
         with_change(K, "source.kafka.options", {"request.timeout.ms": "5000"}),
         "Kafka client settings need the kafka. prefix",

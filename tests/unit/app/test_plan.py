@@ -2,14 +2,14 @@ import pytest
 
 from app.pipeline.plan import kafka_sink_options
 from app.contract.load import validate_spec
-from tests.unit.app.specs import kafka_to_kafka, with_change
+from tests.support.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("mode", ["continuous", "realTime"])
 def test_low_latency_modes_send_each_record_without_waiting_for_a_batch(mode):
-    spec = kafka_to_kafka(mode)
+    spec = query_spec(mode=mode)
     if mode == "realTime":
         spec["outputMode"] = "update"
     options = kafka_sink_options(validate_spec(spec))
@@ -18,10 +18,10 @@ def test_low_latency_modes_send_each_record_without_waiting_for_a_batch(mode):
 
 @pytest.mark.parametrize("mode", ["microBatch", "availableNow"])
 def test_batch_modes_keep_the_producers_own_batching(mode):
-    assert "kafka.linger.ms" not in kafka_sink_options(validate_spec(kafka_to_kafka(mode)))
+    assert "kafka.linger.ms" not in kafka_sink_options(validate_spec(query_spec(mode=mode)))
 
 
 def test_the_specs_own_producer_options_win():
-    spec = with_change(kafka_to_kafka(), "sink.kafka.options", {"kafka.linger.ms": "20", "kafka.acks": "all"})
+    spec = with_change(query_spec(), "sink.kafka.options", {"kafka.linger.ms": "20", "kafka.acks": "all"})
     options = kafka_sink_options(validate_spec(spec))
     assert options["kafka.linger.ms"] == "20" and options["kafka.acks"] == "all"

@@ -7,7 +7,7 @@ import pytest
 
 from app.run import _checkpoint_gate
 from app.contract.load import validate_spec
-from tests.unit.app.specs import kafka_to_kafka, with_change
+from tests.support.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
@@ -21,7 +21,7 @@ def _checkpoint(root, topic="payments"):
 
 
 def spec(location, **changes):
-    base = with_change(kafka_to_kafka(), "checkpoint", {"location": str(location)})
+    base = with_change(query_spec(), "checkpoint", {"location": str(location)})
     for path, value in changes.items():
         base = with_change(base, path, value)
     return validate_spec(base)

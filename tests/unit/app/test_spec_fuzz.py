@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.contract.load import QuerySpec, SpecError, load_document
-from tests.unit.app.specs import kafka_to_kafka, resource
+from tests.support.specs import query_spec, resource
 
 pytestmark = pytest.mark.unit
 
@@ -55,7 +55,7 @@ def test_random_documents(document):
 @given(st.data())
 def test_valid_spec_with_one_part_replaced(data):
     mode = data.draw(st.sampled_from(["continuous", "realTime", "microBatch", "availableNow"]))
-    document = resource(kafka_to_kafka(mode))
+    document = resource(query_spec(mode=mode))
     paths = [p for p in _paths(document) if p]
     path = data.draw(st.sampled_from(paths))
     value = data.draw(json_values | st.sampled_from(FIELD_NAMES) | st.builds(dict, st.just({})))

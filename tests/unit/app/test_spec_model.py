@@ -2,30 +2,30 @@ import pytest
 
 from app.contract.load import SpecError, load_document, validate_spec
 from app.contract.spec import duration_ms, spark_interval
-from tests.unit.app.specs import DELETE, kafka_to_kafka, resource, with_change
+from tests.support.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize("mode", ["continuous", "realTime", "microBatch", "availableNow"])
 def test_valid_spec_in_every_mode(mode):
-    spec = validate_spec(kafka_to_kafka(mode))
+    spec = validate_spec(query_spec(mode=mode))
     assert spec.mode == mode
     assert spec.source.kind == "kafka" and spec.sink.kind == "kafka"
 
 
 def test_defaults_a_user_relies_on():
-    spec = validate_spec(kafka_to_kafka())
+    spec = validate_spec(query_spec())
     assert spec.effective_output_mode.value == "append"
     assert spec.runtime.backend.value == "pod"
     assert spec.restart_policy.type.value == "Always" and spec.restart_policy.max_restarts == 10
     assert spec.checkpoint.on_incompatible_change.value == "refuse"
-    assert validate_spec(kafka_to_kafka("realTime")).effective_output_mode.value == "update"
+    assert validate_spec(query_spec(mode="realTime")).effective_output_mode.value == "update"
 
 
 def test_resource_and_bare_spec_load_the_same():
-    bare = load_document(kafka_to_kafka(), default_name="x")
-    full = load_document(resource(kafka_to_kafka(), name="fraud"))
+    bare = load_document(query_spec(), default_name="x")
+    full = load_document(resource(query_spec(), name="fraud"))
     assert bare.spec == full.spec
     assert (bare.name, full.name) == ("x", "fraud")
 
@@ -33,14 +33,14 @@ def test_resource_and_bare_spec_load_the_same():
 def test_snake_case_is_accepted_in_python_but_dumped_as_camel():
     from app.contract.load import dump_spec
 
-    spec = validate_spec(kafka_to_kafka())
+    spec = validate_spec(query_spec())
     dumped = dump_spec(spec)
     assert '"bootstrapServers"' in dumped and "bootstrap_servers" not in dumped
     assert validate_spec(__import__("json").loads(dumped)) == spec
 
 
 def test_every_problem_is_reported_at_once():
-    broken = with_change(kafka_to_kafka(), "checkpoint", DELETE)
+    broken = with_change(query_spec(), "checkpoint", None)
     broken = with_change(broken, "trigger", {"continuous": {"checkpointInterval": "soon"}})
     with pytest.raises(SpecError) as err:
         validate_spec(broken)
@@ -57,9 +57,9 @@ def test_durations(text, ms):
 
 
 def test_task_slots_count_executors_when_there_are_some():
-    spec = validate_spec(with_change(kafka_to_kafka(), "runtime", {"parallelism": 2, "executors": {"instances": 3, "cores": 2}}))
+    spec = validate_spec(with_change(query_spec(), "runtime", {"parallelism": 2, "executors": {"instances": 3, "cores": 2}}))
     assert spec.runtime.task_slots("continuous", 8) == 6 and not spec.runtime.auto_sized
-    assert validate_spec(kafka_to_kafka()).runtime.task_slots("continuous", 2) == 4
+    assert validate_spec(query_spec()).runtime.task_slots("continuous", 2) == 4
 
 
 @pytest.mark.parametrize(("mode", "partitions", "slots"), [
@@ -67,7 +67,7 @@ def test_task_slots_count_executors_when_there_are_some():
     ("realTime", 6, 8), ("microBatch", 10, 4), ("availableNow", 10, 4),
 ])  # fmt: skip
 def test_unset_parallelism_is_sized_from_the_partitions(mode, partitions, slots):
-    spec = validate_spec(with_change(kafka_to_kafka(mode), "runtime", {}))
+    spec = validate_spec(with_change(query_spec(mode=mode), "runtime", {}))
     assert spec.runtime.parallelism is None and spec.runtime.auto_sized
     assert spec.runtime.task_slots(mode, partitions) == slots
 
@@ -81,13 +81,13 @@ def test_unset_parallelism_is_sized_from_the_partitions(mode, partitions, slots)
     ({"availableNow": {}}, {}, 60_000),
 ])  # fmt: skip
 def test_stall_window_is_intervals_times_the_commit_interval_with_a_floor(trigger, health, stall_after_ms):
-    spec = validate_spec(with_change(with_change(kafka_to_kafka(), "trigger", trigger), "health", health))
+    spec = validate_spec(with_change(with_change(query_spec(), "trigger", trigger), "health", health))
     assert spec.stall_after_ms == stall_after_ms
     assert spec.health.on_stall == "restart"
 
 
 def test_health_fields_are_checked():
     with pytest.raises(SpecError, match="stallAfterIntervals"):
-        validate_spec(with_change(kafka_to_kafka(), "health", {"stallAfterIntervals": 0}))
+        validate_spec(with_change(query_spec(), "health", {"stallAfterIntervals": 0}))
     with pytest.raises(SpecError, match="onStall"):
-        validate_spec(with_change(kafka_to_kafka(), "health", {"onStall": "panic"}))
+        validate_spec(with_change(query_spec(), "health", {"onStall": "panic"}))

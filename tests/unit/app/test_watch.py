@@ -10,7 +10,7 @@ from app.contract import ExitCode
 from app.pipeline.progress import ProgressSink
 from app.pipeline.watchdog import Observation, Watch
 from app.contract.load import validate_spec
-from tests.unit.app.specs import kafka_to_kafka, with_change
+from tests.support.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
@@ -18,7 +18,7 @@ T0 = 1_800_000_000.0
 
 
 def spec(**health):
-    base = with_change(kafka_to_kafka("continuous"), "health", {"stallAfterIntervals": 5, "minStallTime": "1s", **health})
+    base = with_change(query_spec(mode="continuous"), "health", {"stallAfterIntervals": 5, "minStallTime": "1s", **health})
     return validate_spec(with_change(base, "runtime", {}))  # 1s interval x 5 = 5s
 
 
@@ -120,7 +120,7 @@ def test_records_carry_what_the_checkpoint_holds_and_a_recovery():
 
 
 def test_listener_rates_win_over_offset_deltas():
-    w = Watch(validate_spec(kafka_to_kafka("microBatch")), "fraud", slots=4, partitions={"payments": 2},
+    w = Watch(validate_spec(query_spec(mode="microBatch")), "fraud", slots=4, partitions={"payments": 2},
               starting_offsets="earliest", started_at=0.0)  # fmt: skip
     rates = {"numInputRows": 12, "inputRowsPerSecond": 3.5, "processedRowsPerSecond": 40.0}
     record = w.step(obs(1.0, checkpoint(0, {"0": 6, "1": 6}), earliest={"payments": {0: 0, 1: 0}}), rates).record

@@ -7,8 +7,6 @@ import logging
 
 import kopf
 import pytest
-from kopf._cogs.aiokits.aioenums import FlagSetter  # what kopf builds a daemon's `stopped` from
-from kopf._cogs.structs import references
 from kubernetes import client
 
 from controller import handlers
@@ -16,9 +14,16 @@ from controller import handlers
 pytestmark = pytest.mark.unit
 
 
-def _resource(group: str, version: str, plural: str, kind: str) -> references.Resource:
-    return references.Resource(group=group, version=version, plural=plural, kind=kind, singular=kind.lower(),
-                               namespaced=True, verbs=["list", "watch"])  # fmt: skip
+def _resource(group: str, version: str, plural: str, kind: str) -> kopf.Resource:
+    return kopf.Resource(group=group, version=version, plural=plural, kind=kind, singular=kind.lower(),
+                         namespaced=True, verbs=frozenset({"list", "watch"}))  # fmt: skip
+
+
+def _stopped() -> asyncio.Event:
+    """A stand-in for the ``kopf.DaemonStopped`` a daemon gets: ``_sleep`` uses only its
+    public ``wait()`` and ``is_set()``, which an asyncio.Event has too (kopf offers no
+    public way to build or set a real one outside a running daemon)."""
+    return asyncio.Event()
 
 
 def test_startup_settings(monkeypatch):
@@ -50,7 +55,7 @@ def test_wakers_wake_the_right_query():
         wakers.wake("other", "b")
         wakers.wake(None, None)
         assert a.is_set() and not b.is_set()
-        await handlers._sleep(b, FlagSetter().async_waiter, 0.01)  # times out quietly
+        await handlers._sleep(b, _stopped(), 0.01)  # times out quietly
         wakers.unregister("ns", "a")
         assert len(wakers) == 1
 
@@ -60,8 +65,7 @@ def test_wakers_wake_the_right_query():
 def test_sleep_ends_when_woken_when_stopped_or_after_its_time():
     async def scenario():
         loop = asyncio.get_running_loop()
-        waker, stopper = asyncio.Event(), FlagSetter()
-        stopped = stopper.async_waiter  # what kopf hands an async daemon as `stopped`
+        waker, stopped = asyncio.Event(), _stopped()
 
         started = loop.time()
         await handlers._sleep(waker, stopped, 0.05)
@@ -73,7 +77,7 @@ def test_sleep_ends_when_woken_when_stopped_or_after_its_time():
         assert loop.time() - started < 1
 
         waker.clear()
-        loop.call_later(0.05, stopper.set)
+        loop.call_later(0.05, stopped.set)
         started = loop.time()
         await handlers._sleep(waker, stopped, 30)
         assert loop.time() - started < 1 and stopped.is_set()

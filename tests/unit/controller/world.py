@@ -15,35 +15,23 @@ from controller import render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase
 from controller.status import QueryStatus
+from tests.support.specs import changed, query_spec
 
 UID = "0b5c-uid"
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
+# The decision tests' query: any kafka -> kafka spec with a restart policy to count against.
+WORLD_SPEC = {
+    "source.kafka.startingOffsets": None,
+    "transforms": [{"where": "value IS NOT NULL"}],
+    "restartPolicy": {"backoff": {"initial": "5s", "max": "1m"}, "maxRestarts": 3, "stableAfter": "10m"},
+}
+
+
 def base_spec(**changes: Any) -> dict:
-    spec = {
-        "source": {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"]}},
-        "transforms": [{"where": "value IS NOT NULL"}],
-        "sink": {"kafka": {"bootstrapServers": "kafka:9092", "topic": "out"}},
-        "trigger": {"continuous": {"checkpointInterval": "1s"}},
-        "checkpoint": {"location": "/checkpoints/q"},
-        "runtime": {"parallelism": 4},
-        "restartPolicy": {"backoff": {"initial": "5s", "max": "1m"}, "maxRestarts": 3, "stableAfter": "10m"},
-    }
-    for path, value in changes.items():
-        set_path(spec, path, value)
-    return spec
-
-
-def set_path(data: dict, path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    node = data
-    for key in parents:
-        node = node.setdefault(key, {})
-    if value is None:
-        node.pop(last, None)
-    else:
-        node[last] = value
+    """``query_spec`` with WORLD_SPEC and ``changes`` (dotted paths; None removes)."""
+    return query_spec(WORLD_SPEC, sink_topic="out", location="/checkpoints/q", **changes)
 
 
 class World:
@@ -60,10 +48,7 @@ class World:
     # -- the user ------------------------------------------------------------------
 
     def edit(self, **changes: Any) -> None:
-        spec = copy.deepcopy(self.spec)
-        for path, value in changes.items():
-            set_path(spec, path, value)
-        self.spec = spec
+        self.spec = changed(self.spec, changes)
         self.generation += 1
 
     def advance(self, seconds: float) -> None:

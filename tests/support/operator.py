@@ -1,4 +1,4 @@
-"""Fixtures and helpers for the operator's integration tests (no tests in here).
+"""The operator as its integration tests and bench/operator.py drive it.
 
 The operator runs as a real process (``python -m controller``) against the real
 kube-apiserver of the ``kube_apiserver`` fixture, authenticated as its own
@@ -6,6 +6,7 @@ ServiceAccount, so every call it makes also proves the RBAC in manifests/base.
 There is no kubelet: a test plays the kubelet's part by writing the driver pod's
 status (Running, or Failed with an exit code and a termination message) through
 the status subresource, exactly where a kubelet would write it.
+The fixtures around these (``cluster``, ``operator``, ...) are in tests/integration/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from app.contract import GROUP, LABEL_QUERY, PLURAL, VERSION
 from controller import names
 from tests.support.kube import KubeApiServer, free_port
+from tests.support.specs import resource
+from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_NAMESPACE = "streamq-system"
@@ -95,23 +96,20 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll until predicate() is truthy; return its value. Never a fixed sleep."""
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    last: Any = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
-
-
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def install_streamq(kube: KubeApiServer) -> Path:
+    """The CRDs, the operator's namespace, ServiceAccount and RBAC from manifests/base, and
+    SPARK_APP_CRD; returns a kubeconfig that authenticates as the operator's ServiceAccount."""
+    base = ROOT / "manifests" / "base"
+    for manifest in ("crd.yaml", "namespace.yaml", "operator-rbac.yaml", "driver-rbac.yaml"):
+        kube.kubectl("apply", "-f", str(base / manifest))
+    kube.kubectl("apply", "-f", "-", input=json.dumps(SPARK_APP_CRD))
+    for crd in ("streamingqueries.streamq.io", "sparkapplications.sparkoperator.k8s.io"):
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    return kube.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT, duration="4h")
 
 
 # --- the operator process ---------------------------------------------------------------
@@ -148,7 +146,7 @@ class Operator:
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         finally:
             log.close()
-        wait_for(self._live, timeout, f"the operator's liveness endpoint\n{self.log_tail()}")
+        wait_for(self._live, timeout, lambda: f"the operator's liveness endpoint\n{self.log_tail()}")
         return self
 
     def _live(self) -> bool:
@@ -196,13 +194,9 @@ class Cluster:
 
     # -- StreamingQueries --------------------------------------------------------------
 
-    def resource(self, name: str, spec: dict) -> dict:
-        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "StreamingQuery",
-                "metadata": {"name": name, "namespace": self.namespace}, "spec": spec}  # fmt: skip
-
     def apply(self, name: str, spec: dict, check: bool = True) -> subprocess.CompletedProcess:
         """`kubectl apply` exactly as a user would (the manifest as JSON: no YAML 1.1 surprises)."""
-        return self.kube.kubectl("apply", "-f", "-", input=json.dumps(self.resource(name, spec)), check=check)
+        return self.kube.kubectl("apply", "-f", "-", input=json.dumps(resource(spec, name, self.namespace)), check=check)
 
     def get(self, name: str) -> dict | None:
         try:
@@ -220,7 +214,7 @@ class Cluster:
 
     def wait_status(self, name: str, predicate: Callable[[dict], Any], timeout: float = 60.0, what: str = "") -> dict:
         wait_for(lambda: predicate(self.status(name)), timeout,
-                 f"{what or 'status'} of {name}; status now: {json.dumps(self.status(name), indent=1)[:3000]}")  # fmt: skip
+                 lambda: f"{what or 'status'} of {name}; status now: {json.dumps(self.status(name), indent=1)[:3000]}")  # fmt: skip
         return self.status(name)
 
     def wait_phase(self, name: str, phase: str, timeout: float = 60.0) -> dict:
@@ -284,75 +278,3 @@ class Cluster:
                                        "exitCode": exit_code, "reason": "Error" if exit_code else "Completed",
                                        "message": message, "startedAt": t, "finishedAt": t}}}],
         })  # fmt: skip
-
-
-# --- fixtures ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def streamq_installed(kube_apiserver: KubeApiServer) -> Path:
-    """The CRDs, the operator's namespace, ServiceAccount and RBAC from manifests/base;
-    returns a kubeconfig that authenticates as the operator's ServiceAccount."""
-    base = ROOT / "manifests" / "base"
-    for manifest in ("crd.yaml", "namespace.yaml", "operator-rbac.yaml", "driver-rbac.yaml"):
-        kube_apiserver.kubectl("apply", "-f", str(base / manifest))
-    kube_apiserver.kubectl("apply", "-f", "-", input=json.dumps(SPARK_APP_CRD))
-    for crd in ("streamingqueries.streamq.io", "sparkapplications.sparkoperator.k8s.io"):
-        kube_apiserver.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
-    return kube_apiserver.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT, duration="4h")
-
-
-@pytest.fixture(scope="module")
-def api_client(kube_apiserver: KubeApiServer):
-    with kube_apiserver.api_client() as api:
-        yield api
-
-
-@pytest.fixture
-def namespace(kube_apiserver: KubeApiServer, streamq_installed) -> str:
-    """A namespace of its own per test (never deleted: no namespace controller runs here)."""
-    name = unique("sq")
-    kube_apiserver.kubectl("create", "namespace", name)
-    return name
-
-
-@pytest.fixture
-def cluster(kube_apiserver: KubeApiServer, api_client, namespace: str) -> Cluster:
-    return Cluster(kube_apiserver, api_client, namespace)
-
-
-@pytest.fixture
-def start_operator(streamq_installed: Path, namespace: str, tmp_path: Path):
-    """Start (and restart) operators on the test's namespace; all stopped at the end."""
-    started: list[Operator] = []
-
-    def start(metrics_port: int = 0, **env: str) -> Operator:
-        op = Operator(streamq_installed, namespace, tmp_path / f"operator-{len(started)}.log", env=env,
-                      metrics_port=metrics_port)  # fmt: skip
-        started.append(op)
-        return op.start()
-
-    yield start
-    for op in started:
-        op.stop()
-        print(f"--- {op.log_path.name} ---\n{op.log_tail(120)}")  # shown by pytest when the test fails
-
-
-@pytest.fixture
-def operator(start_operator) -> Operator:
-    return start_operator()
-
-
-def base_spec(**overrides: Any) -> dict:
-    """A valid continuous rate -> console query with a fast backoff for tests."""
-    spec = {
-        "source": {"rate": {"rowsPerSecond": 5, "numPartitions": 1}},
-        "transforms": [{"where": "value % 2 = 0"}],
-        "sink": {"console": {}},
-        "trigger": {"continuous": {"checkpointInterval": "1s"}},
-        "checkpoint": {"location": "/checkpoints/q", "volume": {"persistentVolumeClaim": {"claimName": "checkpoints"}}},
-        "runtime": {"parallelism": 2},
-        "restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3},
-    }
-    spec.update(overrides)
-    return spec

@@ -1,4 +1,4 @@
-"""Playing the kubelet's log endpoint for the operator's integration tests (no tests in here).
+"""Playing the kubelet's log endpoint for the operator's integration tests.
 
 There is no kubelet next to the test's kube-apiserver, and the operator reads a
 driver's progress from its log (``GET pods/<name>/log`` through the API server,

@@ -1,4 +1,6 @@
-"""Helpers for the job's integration tests: payments in, flagged payments out."""
+"""The job as a local process, as the driver pod runs it (`python -m app run SPEC`),
+and a steady stream of payments to stop it in the middle of. Specs and payments
+come from tests/support/specs.py."""
 
 from __future__ import annotations
 
@@ -11,45 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-import yaml
+from tests.support.specs import payments
+from tests.support.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAG_ABOVE = 1000
-
-
-def payments(n: int, start: int = 0) -> list[tuple[str, str]]:
-    """Deterministic payments; every third one is above the flag threshold."""
-    return [(f"p{i}", json.dumps({"id": i, "amount": 1500 if i % 3 == 0 else 20 + i % 7})) for i in range(start, start + n)]
-
-
-def flagged(records: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in records if json.loads(v)["amount"] > FLAG_ABOVE]
-
-
-FRAUD_TRANSFORMS = [
-    {"withColumn": {"name": "amount", "expr": "CAST(get_json_object(CAST(value AS STRING), '$.amount') AS INT)"}},
-    {"where": f"amount > {FLAG_ABOVE}"},
-    {"select": ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]},
-]
-
-
-def fraud_spec(bootstrap: str, source_topic: str, sink_topic: str, checkpoint: Path, trigger: dict, **extra) -> dict:
-    spec = {
-        "source": {"kafka": {"bootstrapServers": bootstrap, "topics": [source_topic], "startingOffsets": "earliest"}},
-        "transforms": FRAUD_TRANSFORMS,
-        "sink": {"kafka": {"bootstrapServers": bootstrap, "topic": sink_topic}},
-        "trigger": trigger,
-        "checkpoint": {"location": str(checkpoint)},
-        "runtime": {"parallelism": 4},
-    }
-    spec.update(extra)
-    return spec
-
-
-def write_resource(path: Path, name: str, spec: dict, annotations: dict | None = None) -> Path:
-    metadata = {"name": name, **({"annotations": annotations} if annotations else {})}
-    path.write_text(yaml.safe_dump({"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "metadata": metadata, "spec": spec}))
-    return path
 
 
 class SteadyProducer(threading.Thread):
@@ -149,24 +116,28 @@ class JobProcess:
 
     def wait_for_record(self, predicate, timeout: float, what: str = "a progress record") -> dict:
         """The first record (in order) that satisfies predicate; fails if the job exits first."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = next((r for r in self.records() if predicate(r)), None)
-            if found is not None:
-                return found
-            if self.proc.poll() is not None:
-                raise AssertionError(f"job exited with {self.proc.returncode} before {what}:\n{self.log()[-4000:]}")
-            time.sleep(0.3)
-        raise AssertionError(f"no {what} within {timeout}s:\n{self.log()[-4000:]}")
+
+        def found() -> dict | None:
+            record = next((r for r in self.records() if predicate(r)), None)
+            if record is None:
+                self._check_alive(what)
+            return record
+
+        return wait_for(found, timeout, lambda: f"{what}:\n{self.log()[-4000:]}")
 
     def wait_for_progress(self, timeout: float, min_batch: int = 0) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"job exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
+        """The progress file once it reports batch ``min_batch`` or later."""
+
+        def progressed() -> dict | None:
+            self._check_alive("progress")
             if self.progress_file.exists():
                 record = json.loads(self.progress_file.read_text())
                 if record["batchId"] is not None and record["batchId"] >= min_batch:
                     return record
-            time.sleep(0.2)
-        raise AssertionError(f"no progress within {timeout}s:\n{self.log()[-4000:]}")
+            return None
+
+        return wait_for(progressed, timeout, lambda: f"progress:\n{self.log()[-4000:]}")
+
+    def _check_alive(self, what: str) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"job exited with {self.proc.returncode} before {what}:\n{self.log()[-4000:]}")

@@ -1,0 +1,423 @@
+"""What a StreamingQuery may ask of the cluster: the platform team's policy (pure).
+
+The chart's ``policy:`` values are exactly the ``Policy`` model below. The operator
+reads them from the file named by STREAMQ_POLICY_FILE (a ConfigMap the chart
+renders); ``streamq validate --policy values.yaml`` reads them from a values file.
+Both call ``validate_spec(..., policy=..., facts=...)``, which runs ``check_policy``
+after the spec's own rules, so a tenant sees before applying what the operator
+would refuse (phase Invalid, an event, no pod).
+
+Every problem names the rule it broke: ``policy.<knob>`` for the knobs of the
+model, ``policy.<name>`` for the fixed rules no value turns off (the operator's
+own account, the operator's Spark wiring, secrets in sparkConf, the operator's
+paths). docs/security.md is the reader's version of this module.
+
+Static limits (lengths, counts, ranges) are on the spec model's fields and in
+the CRD; this module holds what depends on the cluster.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+from kubernetes.utils import parse_quantity
+from pydantic import Field, StringConstraints
+
+from app.contract.checkpoint import local_path
+from app.contract.names import (
+    APP_DIR,
+    DEFAULT_DRIVER_SERVICE_ACCOUNT,
+    DEFAULT_JOB_IMAGE,
+    DEFAULT_OPERATOR_SERVICE_ACCOUNT,
+    SECRETS_MOUNT_DIR,
+    SPEC_MOUNT_DIR,
+    TERMINATION_LOG,
+)
+from app.contract.problems import Problem
+from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Model, Quantity, QuerySpec
+
+Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
+
+
+class VolumeKind(StrEnum):
+    PERSISTENT_VOLUME_CLAIM = "persistentVolumeClaim"
+    EMPTY_DIR = "emptyDir"
+    HOST_PATH = "hostPath"
+
+
+# Spark settings a query may tune by default: SQL and streaming behaviour, serialisation,
+# memory fractions, timeouts, shuffle and compression. Nothing that loads code, opens a
+# port, changes the pods or moves data outside the query.
+DEFAULT_SPARK_CONF = (
+    "spark.sql.*",
+    "spark.default.parallelism",
+    "spark.serializer",
+    "spark.kryo.*",
+    "spark.kryoserializer.*",
+    "spark.memory.fraction",
+    "spark.memory.storageFraction",
+    "spark.network.timeout",
+    "spark.executor.heartbeatInterval",
+    "spark.locality.wait*",
+    "spark.speculation*",
+    "spark.shuffle.*",
+    "spark.rdd.compress",
+    "spark.io.compression.*",
+    "spark.checkpoint.compress",
+    "spark.cleaner.*",
+    "spark.task.maxFailures",
+)
+
+
+class Policy(Model):
+    """The chart's ``policy:`` values. Lists of names take exact names or prefixes ending in ``*``."""
+
+    allowed_images: tuple[str, ...] = Field(
+        default=(),
+        description="Images a query may name in runtime.image, besides the operator's job image "
+        "(always allowed): exact (registry.example/team/job:1.2) or prefix (registry.example/team/*).",
+    )
+    allowed_service_accounts: tuple[str, ...] = Field(
+        default=(),
+        description="Accounts a query may name in runtime.serviceAccountName, besides the chart's driver "
+        "account (always allowed); '*': any account of the query's namespace. Never the operator's own.",
+    )
+    allowed_volumes: tuple[VolumeKind, ...] = Field(
+        default=(VolumeKind.PERSISTENT_VOLUME_CLAIM, VolumeKind.EMPTY_DIR),
+        description="Kinds of checkpoint.volume a query may use. hostPath is off unless listed.",
+    )
+    host_path_prefixes: tuple[Annotated[str, StringConstraints(pattern=r"^/")], ...] = Field(
+        default=("/var/lib/streamq",),
+        description="When hostPath is allowed: the node directories (and what is below them) it may use.",
+    )
+    max_executors: int = Field(default=10, ge=0, le=MAX_EXECUTORS, description="runtime.executors.instances at most.")
+    max_cores: int = Field(
+        default=32,
+        ge=1,
+        le=MAX_CORES * (MAX_EXECUTORS + 1),
+        description="Cores of one query: driver.cores + executors.instances x executors.cores.",
+    )
+    max_memory: Quantity = Field(
+        default="64Gi", description="Memory of one query: driver.memory + executors.instances x executors.memory."
+    )
+    allowed_spark_conf: tuple[str, ...] = Field(
+        default=DEFAULT_SPARK_CONF,
+        description="runtime.sparkConf keys a query may set. A key on the refused-by-default list passes only "
+        "when listed here as the full key or as that list spells it (spark.ui.*), never through a wider prefix.",
+    )
+    allowed_secrets: tuple[str, ...] = Field(
+        default=("*",),
+        description="Secrets a query may mount through auth.secretRef (in its own namespace); '*': any.",
+    )
+
+
+@dataclass(frozen=True)
+class OperatorFacts:
+    """What the operator knows about its own installation (Settings; the chart's values)."""
+
+    job_image: str = DEFAULT_JOB_IMAGE
+    driver_service_account: str = DEFAULT_DRIVER_SERVICE_ACCOUNT
+    operator_service_account: str = DEFAULT_OPERATOR_SERVICE_ACCOUNT
+    operator_namespace: str | None = None  # None: unknown, the operator's account is refused everywhere
+
+
+def matches(value: str, patterns: Iterable[str]) -> bool:
+    """Exact names, or prefixes written with a trailing ``*``."""
+    return any(value.startswith(p[:-1]) if p.endswith("*") else value == p for p in patterns)
+
+
+def _listed(patterns: Iterable[str]) -> str:
+    return ", ".join(patterns) or "none"
+
+
+# --- images, accounts, secrets ----------------------------------------------------------
+
+
+def _image(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    image = spec.runtime.image
+    allowed = [facts.job_image, *policy.allowed_images]
+    if image is not None and not matches(image, allowed):
+        yield ".runtime.image", f"image {image} is not allowed (allowed: {_listed(allowed)})"
+
+
+def _is_operator_account(account: str | None, facts: OperatorFacts, namespace: str | None) -> bool:
+    same_namespace = None in (namespace, facts.operator_namespace) or namespace == facts.operator_namespace
+    return account == facts.operator_service_account and same_namespace
+
+
+def _operator_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    account = spec.runtime.service_account_name
+    if _is_operator_account(account, facts, namespace):
+        yield ".runtime.serviceAccountName", f"{account} is the operator's own account; a query never runs as it"
+
+
+def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    account = spec.runtime.service_account_name
+    allowed = [facts.driver_service_account, *policy.allowed_service_accounts]
+    if account is None or _is_operator_account(account, facts, namespace):
+        return
+    if not matches(account, allowed):
+        yield ".runtime.serviceAccountName", f"service account {account} is not allowed (allowed: {_listed(allowed)})"
+
+
+def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
+        auth = getattr(endpoint, "auth", None)
+        if auth is not None and not matches(name := auth.secret_ref.name, policy.allowed_secrets):
+            allowed = _listed(policy.allowed_secrets)
+            yield f"{at}.auth.secretRef.name", f"Secret {name} is not allowed (allowed: {allowed})"
+
+
+# --- volumes and paths -----------------------------------------------------------------------
+
+# Where the operator mounts what it owns (the query document, Secrets and the account's
+# token, the job's code) and the kernel's views: a checkpoint must not land on them, and
+# its volume (mounted at the location's parent) must not cover them.
+PROTECTED_PATHS = (
+    SPEC_MOUNT_DIR,
+    posixpath.dirname(SECRETS_MOUNT_DIR),  # /var/run/secrets: also the account token
+    APP_DIR,
+    posixpath.dirname(TERMINATION_LOG),  # /dev
+    "/proc",
+    "/sys",
+)
+DRIVER_MOUNTS = ("/tmp",)  # the driver's scratch emptyDir: a second volume there makes the pod invalid
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _volumes(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    volume = spec.checkpoint.volume
+    if volume is None:
+        return
+    chosen = {
+        VolumeKind.PERSISTENT_VOLUME_CLAIM: volume.persistent_volume_claim,
+        VolumeKind.EMPTY_DIR: volume.empty_dir,
+        VolumeKind.HOST_PATH: volume.host_path,
+    }
+    allowed = _listed(policy.allowed_volumes)
+    for kind, source in chosen.items():
+        if source is not None and kind not in policy.allowed_volumes:
+            yield f".checkpoint.volume.{kind}", f"{kind} volumes are not allowed (allowed: {allowed})"
+
+
+def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    volume = spec.checkpoint.volume
+    if volume is None or volume.host_path is None or VolumeKind.HOST_PATH not in policy.allowed_volumes:
+        return  # refused by allowedVolumes already
+    path = posixpath.normpath(volume.host_path)
+    if not path.startswith("/") or not any(_under(path, p) for p in policy.host_path_prefixes):
+        yield ".checkpoint.volume.hostPath", (
+            f"node directory {volume.host_path} is not allowed (allowed: {_listed(policy.host_path_prefixes)})"
+        )
+
+
+def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    path = local_path(spec.checkpoint.location)
+    if path is None or not path.startswith("/"):
+        return  # a remote URI (s3a://, hdfs://): nothing is mounted
+    path = posixpath.normpath(path)
+    mount = path if posixpath.dirname(path) == "/" else posixpath.dirname(path)  # as the operator mounts it
+    for root in PROTECTED_PATHS:
+        if _under(path, root) or (spec.checkpoint.volume is not None and _under(root, mount)):
+            yield ".checkpoint.location", (
+                f"{spec.checkpoint.location} would write to or cover {root}, which the operator or the kernel owns"
+            )
+            return
+    if spec.checkpoint.volume is not None and mount in DRIVER_MOUNTS:
+        yield ".checkpoint.location", (
+            f"the checkpoint volume would be mounted at {mount}, the driver's scratch directory: use a subdirectory"
+        )
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+def _executors(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    instances = spec.runtime.executors.instances
+    if instances > policy.max_executors:
+        yield ".runtime.executors.instances", f"{instances} executors, at most {policy.max_executors} allowed"
+
+
+def _cores(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    rt = spec.runtime
+    total = rt.driver.cores + rt.executors.instances * rt.executors.cores
+    if total > policy.max_cores:
+        yield ".runtime", f"{total} cores (driver + executors), at most {policy.max_cores} allowed"
+
+
+def _memory(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    rt = spec.runtime
+    total = parse_quantity(rt.driver.memory) + rt.executors.instances * parse_quantity(rt.executors.memory)
+    if total > parse_quantity(policy.max_memory):
+        shown = f"{total / 2**30:.1f}Gi"
+        yield ".runtime", f"{shown} of memory (driver + executors), at most {policy.max_memory} allowed"
+
+
+# --- sparkConf -------------------------------------------------------------------------------
+
+# Set by the operator or through the spec's own fields: no policy lets a query set them.
+OPERATOR_SPARK_CONF = {
+    "spark.master": "the operator chooses local[N] or Kubernetes",
+    "spark.submit.*": "the operator starts the driver",
+    "spark.kubernetes.*": "the operator wires namespace, image, pods, volumes and credentials",
+    "spark.driver.host": "the operator wires the driver's network",
+    "spark.driver.port": "the operator wires the driver's network",
+    "spark.driver.bindAddress": "the operator wires the driver's network",
+    "spark.driver.blockManager.port": "the operator wires the driver's network",
+    "spark.blockManager.port": "the operator wires the driver's network",
+    "spark.executor.instances": "set runtime.executors.instances",
+    "spark.executor.cores": "set runtime.executors.cores",
+    "spark.executor.memory": "set runtime.executors.memory",
+    "spark.executor.memoryOverhead*": "memory comes from runtime.executors.memory",
+    "spark.executor.pyspark.memory": "memory comes from runtime.executors.memory",
+    "spark.driver.cores": "set runtime.driver.cores",
+    "spark.driver.memory": "set runtime.driver.memory",
+    "spark.driver.memoryOverhead*": "memory comes from runtime.driver.memory",
+    "spark.memory.offHeap.*": "memory comes from runtime.*.memory",
+    "spark.cores.max": "cores come from runtime",
+    "spark.dynamicAllocation.*": "executors come from runtime.executors.instances",
+    "spark.sql.streaming.checkpointLocation": "set checkpoint.location",
+}
+# Code on the classpath, JVM flags, the cluster's security settings, ports and files:
+# refused unless the policy names the key (or this list's pattern) in allowedSparkConf.
+REFUSED_SPARK_CONF = {
+    **dict.fromkeys(
+        ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions",
+         "spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions"],
+        "JVM options run code and read files in the pod",
+    ),
+    **dict.fromkeys(
+        ["spark.driver.extraClassPath", "spark.executor.extraClassPath", "spark.driver.extraLibraryPath",
+         "spark.executor.extraLibraryPath", "spark.driver.userClassPathFirst", "spark.executor.userClassPathFirst",
+         "spark.jars", "spark.jars.*", "spark.files", "spark.files.*", "spark.archives", "spark.pyFiles",
+         "spark.plugins", "spark.extraListeners", "spark.sql.extensions", "spark.sql.queryExecutionListeners",
+         "spark.sql.streaming.streamingQueryListeners", "spark.sql.hive.metastore.jars*", "spark.pyspark.*",
+         "spark.python.*", "spark.executorEnv.*"],
+        "it loads code or changes what runs in the pod",
+    ),
+    **dict.fromkeys(
+        ["spark.authenticate*", "spark.network.crypto.*", "spark.io.encryption.*", "spark.ssl.*",
+         "spark.redaction.*", "spark.sql.redaction.*"],
+        "the platform sets Spark's security",
+    ),
+    **dict.fromkeys(["spark.ui.*", "spark.eventLog.*", "spark.metrics.*", "spark.local.dir"],
+                    "it opens a port or writes outside the checkpoint"),
+}  # fmt: skip
+SECRET_LOOKING_KEY = re.compile(
+    r"password|passwd|secret|token|jaas|credential|access[._-]?key|private[._-]?key|sasl", re.IGNORECASE
+)
+
+
+def _operator_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for key in spec.runtime.spark_conf:
+        reason = next((why for p, why in OPERATOR_SPARK_CONF.items() if matches(key, [p])), None)
+        if reason is not None:
+            yield f".runtime.sparkConf.{key}", f"{key} is set by the operator ({reason})"
+
+
+def _secret_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for key in spec.runtime.spark_conf:
+        if SECRET_LOOKING_KEY.search(key):
+            yield f".runtime.sparkConf.{key}", (
+                f"{key} looks like a secret: secrets come from a Secret (auth.secretRef), never from sparkConf"
+            )
+
+
+def _fixed(key: str) -> bool:
+    """Refused by a fixed rule, whatever the policy."""
+    return bool(SECRET_LOOKING_KEY.search(key)) or matches(key, OPERATOR_SPARK_CONF)
+
+
+def _refused_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for key in spec.runtime.spark_conf:
+        if _fixed(key):
+            continue
+        for pattern, reason in REFUSED_SPARK_CONF.items():
+            opened = key in policy.allowed_spark_conf or pattern in policy.allowed_spark_conf
+            if matches(key, [pattern]) and not opened:
+                yield f".runtime.sparkConf.{key}", f"{key} is refused unless the policy lists it ({reason})"
+                break
+
+
+def _allowed_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for key in spec.runtime.spark_conf:
+        if _fixed(key) or matches(key, REFUSED_SPARK_CONF):
+            continue  # reported by the rules above, or opened by naming it
+        if not matches(key, policy.allowed_spark_conf):
+            yield f".runtime.sparkConf.{key}", f"{key} is not allowed (allowed: {_listed(policy.allowed_spark_conf)})"
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    name: str  # as messages start: the Policy knob (policy.maxExecutors) or a fixed rule's name
+    check: Callable[[QuerySpec, Policy, OperatorFacts, str | None], Iterable[tuple[str, str]]]
+
+
+POLICY_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("policy.allowedImages", _image),
+    PolicyRule("policy.operatorServiceAccount", _operator_account),
+    PolicyRule("policy.allowedServiceAccounts", _service_account),
+    PolicyRule("policy.allowedSecrets", _secrets),
+    PolicyRule("policy.allowedVolumes", _volumes),
+    PolicyRule("policy.hostPathPrefixes", _host_path),
+    PolicyRule("policy.protectedPaths", _checkpoint_paths),
+    PolicyRule("policy.maxExecutors", _executors),
+    PolicyRule("policy.maxCores", _cores),
+    PolicyRule("policy.maxMemory", _memory),
+    PolicyRule("policy.operatorSparkConf", _operator_conf),
+    PolicyRule("policy.secretSparkConf", _secret_conf),
+    PolicyRule("policy.refusedSparkConf", _refused_conf),
+    PolicyRule("policy.allowedSparkConf", _allowed_conf),
+)
+
+
+def check_policy(
+    spec: QuerySpec,
+    policy: Policy,
+    *,
+    namespace: str | None = None,
+    facts: OperatorFacts | None = None,
+    prefix: str = "spec",
+) -> list[Problem]:
+    """Every way ``spec`` (of a query in ``namespace``) breaks ``policy``; [] when it keeps it."""
+    facts = OperatorFacts() if facts is None else facts
+    return [
+        Problem(f"{prefix}{path}", f"{rule.name}: {message}")
+        for rule in POLICY_RULES
+        for path, message in rule.check(spec, policy, facts, namespace)
+    ]
+
+
+def is_policy_problem(problem: Problem) -> bool:
+    """True for problems check_policy found (an event reason, a metric label)."""
+    return problem.message.startswith("policy.")
+
+
+def from_values(values: Mapping[str, Any] | None) -> tuple[Policy, OperatorFacts]:
+    """The policy and the operator facts a chart values file sets; what it leaves out
+    keeps the chart's default, as Helm does. A bare policy block is accepted too."""
+    values = dict(values or {})
+    if "policy" not in values and values.keys() & {f.alias for f in Policy.model_fields.values()}:
+        values = {"policy": values}
+    policy = Policy.model_validate(values.get("policy") or {})
+    default = OperatorFacts()
+    repository, _, tag = default.job_image.rpartition(":")
+    image = values.get("image") or {}
+    operator_image = f"{image.get('repository') or repository}:{image.get('tag') or tag}"
+    driver = ((values.get("driver") or {}).get("serviceAccount") or {}).get("name")
+    return policy, OperatorFacts(
+        job_image=(values.get("jobs") or {}).get("image") or operator_image,
+        driver_service_account=driver or default.driver_service_account,
+        operator_service_account=(values.get("serviceAccount") or {}).get("name") or default.operator_service_account,
+    )

@@ -1,0 +1,357 @@
+"""The Helm chart (charts/streamq): `helm lint`, `helm template`, and its values schema.
+
+Integration tier: uses the helm binary that ``hack/install-kube.sh helm`` builds (the
+``helm`` fixture of tests/integration/conftest.py); without it the tests fail saying
+so (skip with STREAMQ_ALLOW_SKIP=1). No cluster is needed.
+The chart is also held to what the rest of the repository says: the operator's
+RBAC and the drivers' RBAC are the rules of manifests/base, every STREAMQ_*
+variable it sets is one the operator reads, and its default image is the
+operator's default job image and the version in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import re
+import shutil
+import subprocess
+import tempfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "streamq"
+MANIFESTS = REPO_ROOT / "manifests" / "base"
+SCHEMA_ERROR = "values don't meet the specifications of the schema"
+
+
+def _values_args(tmp_path: Path, values: dict | None) -> list[str]:
+    if not values:
+        return []
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return ["--values", str(path)]
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=120)
+
+
+def template(helm: Path, tmp_path: Path, values: dict | None = None, *extra: str) -> subprocess.CompletedProcess:
+    return run_helm(helm, "template", "streamq", str(CHART), "--namespace", "streamq-system", *extra, *_values_args(tmp_path, values))
+
+
+def render(helm: Path, tmp_path: Path, values: dict | None = None) -> list[dict]:
+    result = template(helm, tmp_path, values)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def lint_strict(helm: Path, tmp_path: Path, values: dict | None = None) -> subprocess.CompletedProcess:
+    return run_helm(helm, "lint", "--strict", str(CHART), *_values_args(tmp_path, values))
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs: list[dict], kind: str, name_suffix: str = "") -> dict:
+    found = [d for d in by_kind(docs, kind) if d["metadata"]["name"].endswith(name_suffix)]
+    assert len(found) == 1, f"expected one {kind} *{name_suffix}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def operator_container(docs: list[dict]) -> dict:
+    return one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(container: dict) -> dict[str, str | None]:
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def rule_set(rules: list[dict]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def manifest_docs(name: str) -> list[dict]:
+    path = MANIFESTS / name
+    assert path.is_file(), f"{path.relative_to(REPO_ROOT)} is missing"
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+# ---------------------------------------------------------------- lint + defaults
+
+
+def test_lint_strict_passes_with_the_default_values(helm, tmp_path):
+    result = lint_strict(helm, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_default_render_has_every_piece(helm, tmp_path):
+    docs = render(helm, tmp_path)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds.count("Deployment") == 1
+    assert kinds.count("ServiceAccount") == 2  # operator + driver in the release namespace
+    assert kinds.count("ClusterRole") == 3  # operator (cluster reads), operator (namespaced), driver
+    assert kinds.count("ClusterRoleBinding") == 2
+    assert kinds.count("RoleBinding") == 1  # driver, release namespace
+    assert kinds.count("Service") == 1 and kinds.count("PodDisruptionBudget") == 1
+    assert "ServiceMonitor" not in kinds and "ClusterKopfPeering" not in kinds and "KopfPeering" not in kinds
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "streamq" and labels["app.kubernetes.io/instance"] == "streamq"
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"):
+            assert doc["metadata"]["namespace"] == "streamq-system", doc["metadata"]
+
+
+def test_operator_deployment_is_restricted_probed_and_sized(helm, tmp_path):
+    docs = render(helm, tmp_path)
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = operator_container(docs)
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # never two standalone operators
+    assert pod["serviceAccountName"] == "streamq-operator"
+    assert container["args"] == ["controller", "--all-namespaces"]
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    # the restricted Pod Security Standard
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["readOnlyRootFilesystem"] is True
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    env = env_of(container)
+    assert env["STREAMQ_LIVENESS"] == f"http://0.0.0.0:{ports['health']}/healthz"
+    assert env["STREAMQ_METRICS_PORT"] == str(ports["metrics"])
+    assert env["STREAMQ_STANDALONE"] == "1" and "STREAMQ_PEERING" not in env
+    assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
+    service = one(docs, "Service", "-metrics")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_defaults_agree_with_the_image_the_operator_and_pyproject(helm, tmp_path):
+    from controller.config import DEFAULT_JOB_IMAGE, Settings
+
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == version
+    docs = render(helm, tmp_path)
+    container = operator_container(docs)
+    assert container["image"] == f"streamq:{version}" == DEFAULT_JOB_IMAGE
+    env = env_of(container)
+    assert env["STREAMQ_JOB_IMAGE"] == DEFAULT_JOB_IMAGE
+    settings = Settings()
+    assert env["STREAMQ_DRIVER_SERVICE_ACCOUNT"] == settings.driver_service_account
+    assert int(env["STREAMQ_RUN_AS_USER"]) == settings.run_as_user
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == settings.run_as_user  # the image's uid (Dockerfile STREAMQ_UID)
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    assert re.search(rf"^ARG STREAMQ_UID={settings.run_as_user}$", dockerfile, re.M), "Dockerfile uid != operator's run_as_user"
+    driver_accounts = [d for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == settings.driver_service_account]
+    assert len(driver_accounts) == 1
+
+
+def test_every_streamq_variable_the_chart_sets_is_read_by_the_operator(helm, tmp_path):
+    sources = "\n".join(p.read_text() for p in (REPO_ROOT / "controller").glob("*.py"))
+    env = env_of(operator_container(render(helm, tmp_path, {"operator": {"replicas": 2, "peering": {"enabled": True}}})))
+    env.update(env_of(operator_container(render(helm, tmp_path))))
+    unknown = [name for name in env if name.startswith("STREAMQ_") and f'"{name}"' not in sources]
+    assert not unknown, f"the chart sets variables the operator never reads: {unknown}"
+
+
+# ---------------------------------------------------------------- RBAC = manifests/base
+
+
+def test_operator_rbac_matches_manifests_base(helm, tmp_path):
+    base = [d for d in manifest_docs("operator-rbac.yaml") if d["kind"] == "ClusterRole"]
+    docs = render(helm, tmp_path)
+    chart_rules = rule_set(one(docs, "ClusterRole", "-operator")["rules"]) | rule_set(
+        one(docs, "ClusterRole", "-operator-cluster")["rules"]
+    )
+    assert chart_rules == rule_set(base[0]["rules"])
+
+
+def test_operator_deployment_matches_manifests_base(helm, tmp_path):
+    """kubectl apply -k and helm install run the same operator pod (labels aside: the chart
+    adds its release's)."""
+
+    def by_name(items: list[dict]) -> dict[str, dict]:
+        return {item["name"]: item for item in items}
+
+    def pod(deployment: dict) -> dict:
+        spec = copy.deepcopy(deployment["spec"]["template"]["spec"])
+        for container in spec["containers"]:
+            container["env"], container["ports"] = by_name(container["env"]), by_name(container["ports"])
+        return spec
+
+    (base,) = [d for d in manifest_docs("operator.yaml") if d["kind"] == "Deployment"]
+    chart = one(render(helm, tmp_path, {"operator": {"watchNamespaces": []}}), "Deployment")
+    assert pod(base) == pod(chart)
+    assert (base["spec"]["replicas"], base["spec"]["strategy"]) == (chart["spec"]["replicas"], chart["spec"]["strategy"])
+
+
+def test_driver_rbac_matches_manifests_base(helm, tmp_path):
+    base = [d for d in manifest_docs("driver-rbac.yaml") if d["kind"] == "ClusterRole"]
+    docs = render(helm, tmp_path)
+    assert rule_set(one(docs, "ClusterRole", "-driver")["rules"]) == rule_set(base[0]["rules"])
+    binding = one(docs, "RoleBinding", "-driver")
+    assert binding["roleRef"]["name"].endswith("-driver")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "streamq-driver", "namespace": "streamq-system"}]
+
+
+def test_nothing_grants_secrets_or_wildcards(helm, tmp_path):
+    values = {"operator": {"replicas": 2, "peering": {"enabled": True}}, "driver": {"namespaces": ["team-a"]}}
+    for doc in by_kind(render(helm, tmp_path, values), "ClusterRole"):
+        for group, resource, verb in rule_set(doc["rules"]):
+            assert "*" not in (group, resource, verb), doc["metadata"]["name"]
+            assert resource != "secrets", doc["metadata"]["name"]
+
+
+def test_watch_namespaces_binds_per_namespace_only(helm, tmp_path):
+    docs = render(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a", "team-b"]}})
+    container = operator_container(docs)
+    assert container["args"] == ["controller", "--namespace=team-a", "--namespace=team-b"]
+    bindings = [b for b in by_kind(docs, "RoleBinding") if b["roleRef"]["name"] == "streamq-operator"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    cluster_bindings = [b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")]
+    assert cluster_bindings == ["streamq-operator-cluster"]  # only the cluster-scoped reads
+
+
+def test_peering_renders_the_peering_object_its_rbac_and_rolling_updates(helm, tmp_path):
+    docs = render(helm, tmp_path, {"operator": {"replicas": 2, "peering": {"enabled": True}}})
+    assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "streamq"
+    deployment = one(docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = env_of(operator_container(docs))
+    assert env["STREAMQ_PEERING"] == "streamq" and "STREAMQ_STANDALONE" not in env
+    assert ("kopf.dev", "clusterkopfpeerings", "patch") in rule_set(one(docs, "ClusterRole", "-cluster")["rules"])
+    crds = [d for d in yaml.safe_load_all((CHART / "crds" / "kopf-peerings.yaml").read_text()) if d]
+    assert {d["metadata"]["name"] for d in crds} == {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+
+    namespaced = render(helm, tmp_path, {"operator": {"peering": {"enabled": True, "name": "sq"}, "watchNamespaces": ["a", "b"]}})
+    assert sorted(p["metadata"]["namespace"] for p in by_kind(namespaced, "KopfPeering")) == ["a", "b"]
+    assert ("kopf.dev", "kopfpeerings", "patch") in rule_set(one(namespaced, "ClusterRole", "-operator")["rules"])
+
+
+def test_driver_accounts_in_every_listed_namespace(helm, tmp_path):
+    docs = render(helm, tmp_path, {"driver": {"namespaces": ["team-a", "streamq-system", "team-b"]}})
+    accounts = sorted(d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver")
+    assert accounts == ["streamq-system", "team-a", "team-b"]  # the release namespace once
+    bindings = sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "streamq-driver")
+    assert bindings == ["streamq-system", "team-a", "team-b"]
+
+
+def test_metrics_off_and_service_monitor_on(helm, tmp_path):
+    off = render(helm, tmp_path, {"metrics": {"enabled": False, "port": 9090}})
+    assert not by_kind(off, "Service") and not by_kind(off, "ServiceMonitor")
+    container = operator_container(off)
+    assert env_of(container)["STREAMQ_METRICS_PORT"] == "0"
+    assert [p["name"] for p in container["ports"]] == ["health"]
+
+    on = render(helm, tmp_path, {"metrics": {"enabled": True, "port": 9090, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
+    monitor = one(on, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert monitor["spec"]["selector"]["matchLabels"] == one(on, "Service")["spec"]["selector"]
+
+
+def render_notes(helm: Path, tmp_path: Path, values: dict | None = None) -> str:
+    """NOTES.txt as `helm install` would print it. Only install renders NOTES, and it
+    wants a cluster even with --dry-run=client: render a copy of the chart in which
+    a ConfigMap carries `tpl` of NOTES.txt instead."""
+    chart = Path(tempfile.mkdtemp(dir=tmp_path)) / "streamq"
+    shutil.copytree(CHART, chart)
+    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+    (chart / "templates" / "zz-notes.yaml").write_text(
+        'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    result = run_helm(helm, "template", "streamq", str(chart), "--namespace", "streamq-system", *_values_args(tmp_path, values))
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    return next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "notes")["data"]["notes"]
+
+
+def test_notes_tell_how_to_load_the_image_and_apply_a_first_query(helm, tmp_path):
+    notes = render_notes(helm, tmp_path)
+    assert "ctr -n k8s.io images import ~/.cache/streamq/images/streamq-0.1.0.tar" in notes
+    assert "imagePullPolicy is IfNotPresent" in notes
+    first_query = notes[notes.index("cat <<'YAML'"):notes.index("  YAML\n")]
+    doc = yaml.safe_load("\n".join(line[2:] for line in first_query.splitlines()[1:]))
+    assert doc["kind"] == "StreamingQuery" and doc["metadata"]["name"] == "rate-to-console"
+    sample = REPO_ROOT / "examples" / "rate-to-console.yaml"
+    assert doc["spec"] == yaml.safe_load(sample.read_text())["spec"], "NOTES' first query drifted from examples/rate-to-console.yaml"
+    assert "kubectl wait sq/rate-to-console --for=condition=Ready" in notes
+    assert "kubectl apply -n default" in notes
+
+    namespaced = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a"]}})
+    assert "kubectl apply -n team-a" in namespaced and "the namespaces team-a" in namespaced
+
+
+# ---------------------------------------------------------------- values.schema.json
+
+GOOD_VALUES = {
+    "defaults": {},
+    "two peered replicas": {"operator": {"replicas": 2, "peering": {"enabled": True}}},
+    "namespaced operator": {"operator": {"watchNamespaces": ["team-a", "team-b"]}, "driver": {"namespaces": ["team-a"]}},
+    "metrics off": {"metrics": {"enabled": False, "port": 9090}},
+    "service monitor": {"metrics": {"enabled": True, "port": 9100, "serviceMonitor": {"enabled": True, "interval": "15s"}}},
+    "private registry image": {"image": {"repository": "registry.local:5000/data/streamq", "tag": "0.1.1", "pullPolicy": "Never"}},
+    "pdb by percentage": {"podDisruptionBudget": {"enabled": True, "minAvailable": "50%"}},
+    "sized and extended": {
+        "operator": {
+            "replicas": 1,
+            "peering": {"enabled": False},
+            "healthPort": 8080,
+            "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
+            "extraEnv": [{"name": "STREAMQ_PROGRESS_INTERVAL_SECONDS", "value": "5"}],
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+        }
+    },
+}
+
+BAD_VALUES = {
+    "no replicas": {"operator": {"replicas": 0}},
+    "two replicas without peering": {"operator": {"replicas": 2}},
+    "latest tag": {"image": {"tag": "latest"}},
+    "unknown pull policy": {"image": {"pullPolicy": "Sometimes"}},
+    "misspelt top-level key": {"replicaCount": 2},
+    "misplaced key": {"operator": {"image": "streamq:0.1.0"}},
+    "namespace not a DNS label": {"operator": {"watchNamespaces": ["Team_A"]}},
+    "port out of range": {"metrics": {"port": 70000}},
+    "not a quantity": {"operator": {"resources": {"requests": {"cpu": "lots"}}}},
+    "env var without a name": {"operator": {"extraEnv": [{"value": "x"}]}},
+    "not a duration": {"metrics": {"serviceMonitor": {"enabled": True, "interval": "30 seconds"}}},
+}
+
+
+@pytest.mark.parametrize("values", GOOD_VALUES.values(), ids=GOOD_VALUES.keys())
+def test_schema_accepts(helm, tmp_path, values):
+    rendered = template(helm, tmp_path, values)
+    assert rendered.returncode == 0, rendered.stderr
+    linted = lint_strict(helm, tmp_path, values)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+@pytest.mark.parametrize("values", BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_schema_rejects(helm, tmp_path, values):
+    rendered = template(helm, tmp_path, values)
+    assert rendered.returncode != 0, f"helm template accepted {values}"
+    assert SCHEMA_ERROR in rendered.stderr, rendered.stderr
+    linted = lint_strict(helm, tmp_path, values)
+    assert linted.returncode != 0, f"helm lint --strict accepted {values}"
+    assert SCHEMA_ERROR in linted.stdout + linted.stderr
