@@ -29,6 +29,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.e2e.cluster.addons import E2E_NAMESPACE, RESTRICTED_NAMESPACE
 from tests.e2e.helpers import FIGURES, LOG_DIR, Kafka, Queries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -95,14 +96,24 @@ def kafka(cluster) -> Iterator[Kafka]:
     yield client
 
 
-@pytest.fixture
-def sq(cluster, request) -> Iterator[Queries]:
-    queries = Queries(cluster, request.node.name)
+def _queries(cluster, test: str, namespace: str) -> Iterator[Queries]:
+    queries = Queries(cluster, test, namespace)
     try:
         yield queries
     finally:
         queries.report()
         queries.cleanup()
+
+
+@pytest.fixture
+def sq(cluster, request) -> Iterator[Queries]:
+    yield from _queries(cluster, request.node.name, E2E_NAMESPACE)
+
+
+@pytest.fixture
+def sq_restricted(cluster, request) -> Iterator[Queries]:
+    """Queries in a namespace that enforces Pod Security "restricted"."""
+    yield from _queries(cluster, request.node.name, RESTRICTED_NAMESPACE)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

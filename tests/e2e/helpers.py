@@ -163,18 +163,19 @@ E2E_QUERY: dict[str, Any] = {
 }
 
 
-def fraud_spec(source: str, sink: str, checkpoint_dir: str, **extra: Any) -> dict[str, Any]:
+def fraud_spec(source: str, sink: str, checkpoint_dir: str | None, **extra: Any) -> dict[str, Any]:
     """query_spec's fraud filter in continuous mode, reading and writing the in-cluster
-    broker, its checkpoint on a hostPath of the node."""
-    return query_spec(E2E_QUERY, {"checkpoint.volume": {"hostPath": checkpoint_dir}}, bootstrap=KAFKA_SERVICE,
+    broker, its checkpoint on a hostPath of the node (None: an emptyDir, lost with the pod)."""
+    volume = {"hostPath": checkpoint_dir} if checkpoint_dir is not None else {"emptyDir": {}}
+    return query_spec(E2E_QUERY, {"checkpoint.volume": volume}, bootstrap=KAFKA_SERVICE,
                       topic=source, sink_topic=sink, location="/checkpoints/query", **extra)  # fmt: skip
 
 
 class Queries:
-    """StreamingQueries of one test, in namespace streamq-e2e."""
+    """StreamingQueries of one test, in one namespace (streamq-e2e unless told)."""
 
-    def __init__(self, cluster, test: str):
-        self.cluster = cluster
+    def __init__(self, cluster, test: str, namespace: str = NAMESPACE):
+        self.cluster, self.namespace = cluster, namespace
         self.test = test
         self.names: list[str] = []
         self.t0 = time.monotonic()
@@ -183,10 +184,10 @@ class Queries:
         return f"{base}-{uuid.uuid4().hex[:5]}"
 
     def kubectl(self, *args: str, **kw):
-        return self.cluster.kubectl("-n", NAMESPACE, *args, **kw)
+        return self.cluster.kubectl("-n", self.namespace, *args, **kw)
 
     def apply(self, name: str, spec: dict[str, Any]) -> None:
-        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource(spec, name, NAMESPACE)))
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump(resource(spec, name, self.namespace)))
         if name not in self.names:
             self.names.append(name)
 

@@ -13,6 +13,8 @@ from tests.support.wait import wait_for
 
 MANIFESTS = Path(__file__).parent / "manifests"
 E2E_NAMESPACE = "streamq-e2e"
+# Pod Security "restricted", enforced: the executor scenario runs here (no hostPath, no privilege).
+RESTRICTED_NAMESPACE = "streamq-restricted"
 OPERATOR_NAMESPACE = "streamq-system"
 RELEASE = "streamq"
 KAFKA_SERVICE = f"kafka.{E2E_NAMESPACE}.svc:9092"
@@ -94,7 +96,7 @@ def install_operator(cluster: Cluster) -> None:
         "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
-        "--set", f"driver.namespaces={{{E2E_NAMESPACE}}}",
+        "--set", f"driver.namespaces={{{E2E_NAMESPACE},{RESTRICTED_NAMESPACE}}}",
         # The tests keep checkpoints on a node directory: the policy must allow that one.
         "--set", "policy.allowedVolumes={persistentVolumeClaim,emptyDir,hostPath}",
         "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root()}}}",
@@ -112,6 +114,9 @@ def setup(cluster: Cluster) -> str:
 
     t0 = time.monotonic()
     cluster.kubectl("create", "namespace", E2E_NAMESPACE, check=False)
+    cluster.kubectl("create", "namespace", RESTRICTED_NAMESPACE, check=False)
+    cluster.kubectl("label", "--overwrite", "namespace", RESTRICTED_NAMESPACE,
+                    "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")  # fmt: skip
     if isinstance(cluster, LocalCluster):
         deploy_coredns(cluster, CLUSTER_DNS)
     check_dns(cluster)
