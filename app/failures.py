@@ -11,26 +11,46 @@ import re
 
 from app.contract import ExitCode
 
-# Spark's analyser and planner refusing the query: fix the resource.
-_REFUSED = re.compile(
-    r"AnalysisException|ParseException|\[STREAMING_REAL_TIME_MODE|\[UNRESOLVED_|\[PARSE_SYNTAX_ERROR"
-    r"|\[DATATYPE_MISMATCH|\[UNSUPPORTED_|\[INVALID_|\[CANNOT_RESOLVE"
-    r"|Continuous processing does not support|does not support|not supported with streaming"
-    r"|Data source \w+ does not support"
+# Spark's error conditions (SparkThrowable.getCondition(), or "[CONDITION] ..." in the
+# message) that mean the query itself is refused: fix the resource, do not retry.
+REFUSED_CONDITIONS = (
+    "UNRESOLVED_", "PARSE_SYNTAX_ERROR", "DATATYPE_MISMATCH", "UNSUPPORTED_", "INVALID_", "CANNOT_RESOLVE",
+    "STREAMING_REAL_TIME_MODE", "NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING", "STREAMING_OUTPUT_MODE",
     # the checkpoint keeps state of other operators or another schema: a restart fails the same way
-    r"|\[STREAMING_STATEFUL_OPERATOR_(NOT_MATCH_IN_STATE_METADATA|MISSING_STATE_DIRECTORY)"
-    r"|\[STATE_STORE_(KEY|VALUE)_SCHEMA_NOT_COMPATIBLE|\[STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
-)
+    "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY",
+    "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+    "STATE_STORE_INVALID_CONFIG_AFTER_RESTART",
+)  # fmt: skip
+_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
+# Refusals Spark still raises without a condition (its continuous-mode checks, older analyser paths).
+_REFUSED_TEXT = re.compile(r"AnalysisException|ParseException|does not support|not supported with streaming")
 # Runtime trouble that a restart can fix even when the text says "not supported".
 _RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker", re.I)
 
 TERMINATION_MESSAGE_LIMIT = 1024  # Kubernetes keeps up to 4096 bytes; one readable line is the point
 
 
-def classify(message: str) -> ExitCode:
+def conditions(error: BaseException | str) -> list[str]:
+    """Spark's error conditions of an exception: its own, then those its message quotes
+    (a StreamingQueryException quotes the condition of the failure inside it)."""
+    found: list[str] = []
+    get = getattr(error, "getCondition", None)
+    if callable(get):
+        try:
+            own = get()
+        except Exception:  # a captured JVM exception whose JVM is gone
+            own = None
+        if own:
+            found.append(str(own))
+    found += [c for c in _CONDITION.findall(str(error)) if c not in found]
+    return found
+
+
+def classify(error: BaseException | str) -> ExitCode:
+    message = str(error)
     if _RETRYABLE.search(message):
         return ExitCode.QUERY_FAILED
-    if _REFUSED.search(message):
+    if any(c.startswith(REFUSED_CONDITIONS) for c in conditions(error)) or _REFUSED_TEXT.search(message):
         return ExitCode.QUERY_REFUSED
     return ExitCode.QUERY_FAILED
 

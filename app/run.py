@@ -160,7 +160,7 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         df = build_dataframe(spark, spec, plan.starting_offsets)
         query = build_writer(df, doc.name, spec).start()
     except Exception as exc:  # Spark's analyser speaks through several exception types
-        return finish(classify(str(exc)), one_line(str(exc)), options)
+        return finish(classify(exc), one_line(str(exc)), options)
     log.info("query %s started in %s mode (id %s, checkpoint %s)", doc.name, spec.mode, query.id, spec.checkpoint.location)
 
     starting = plan.starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
@@ -204,4 +204,4 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions) ->
     if error is None:
         return finish(ExitCode.OK, "query finished (no more input for availableNow)", options)
     message = str(error)
-    return finish(classify(message), one_line(message), options)
+    return finish(classify(error), one_line(message), options)

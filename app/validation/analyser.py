@@ -47,6 +47,6 @@ def analyse(spark, doc: QueryDocument, grace_s: float = GRACE_SECONDS) -> list[P
             error = exc
         finally:
             query.stop()
-    if error is not None and classify(str(error)) is ExitCode.QUERY_REFUSED:
+    if error is not None and classify(error) is ExitCode.QUERY_REFUSED:
         return [Problem("spec", f"Spark refuses the query: {one_line(str(error))}")]
     return []

@@ -46,3 +46,21 @@ def test_one_line_unwraps_the_streaming_query_exception():
 
 def test_one_line_is_bounded():
     assert len(one_line("x" * 5000)) == 1024
+
+
+class _SparkError(Exception):
+    """What PySpark raises for a JVM SparkThrowable: the condition comes from getCondition()."""
+
+    def __init__(self, condition: str, message: str):
+        super().__init__(message)
+        self._condition = condition
+
+    def getCondition(self) -> str:
+        return self._condition
+
+
+def test_the_error_condition_decides_not_the_wording():
+    assert classify(_SparkError("UNRESOLVED_COLUMN.WITH_SUGGESTION", "A column cannot be found.")) is ExitCode.QUERY_REFUSED
+    assert classify(_SparkError("STREAM_FAILED", "Query terminated with exception: [STREAMING_REAL_TIME_MODE.X] ...")) \
+        is ExitCode.QUERY_REFUSED  # the wrapper's message quotes the cause's condition
+    assert classify(_SparkError("TASK_WRITE_FAILED", "Task failed while writing rows.")) is ExitCode.QUERY_FAILED
