@@ -179,6 +179,9 @@ def executor_pod_template(settings: Settings) -> dict[str, Any]:
             "enableServiceLinks": False,
             "containers": [{
                 "name": EXECUTOR_CONTAINER,
+                # Executors fetch the job's jars into their working directory
+                # (SparkFiles' root is "." on an executor): it must be writable.
+                "workingDir": "/tmp",
                 "securityContext": container_security_context(),
                 "volumeMounts": [{"name": _VOLUME_TMP, "mountPath": "/tmp"}],
             }],

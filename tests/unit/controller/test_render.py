@@ -306,4 +306,5 @@ def test_executors_start_from_a_restricted_read_only_template():
     assert pod["runAsNonRoot"] and pod["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["readOnlyRootFilesystem"] and container["capabilities"] == {"drop": ["ALL"]}
     assert not container["allowPrivilegeEscalation"]
+    assert template["spec"]["containers"][0]["workingDir"] == "/tmp"  # writable: executors fetch jars into "."
     assert render.EXECUTOR_TEMPLATE_FILE not in render.config_map(make_run(), SETTINGS)["data"]  # no executors, no template

@@ -1,0 +1,44 @@
+"""What the operator asks of the API server: every RBAC verb it holds, with the call that needs it.
+
+The operator's ClusterRole in manifests/base (and the chart's, which a test keeps
+equal to it) grants exactly the keys of ``OPERATOR_ACCESS``; each value names the
+code that makes the call, and a test checks that code is still there. A verb the
+code stops using must leave both; a new call needs a row here first.
+"""
+
+from __future__ import annotations
+
+from app.contract import GROUP, PLURAL
+from controller.kube import SPARK_GROUP, SPARK_PLURAL
+
+# (apiGroup, resource, verb) -> (module of controller/, the text of the call there)
+OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
+    # kopf finds the resources it serves and follows namespaces (kopf's documented minimum)
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
+    ("", "namespaces", "list"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
+    ("", "namespaces", "watch"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
+    # the StreamingQueries: read, watched, the finalizer and kopf's progress annotations, status
+    (GROUP, PLURAL, "get"): ("kube.py", "self.custom.get_namespaced_custom_object("),
+    (GROUP, PLURAL, "list"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
+    (GROUP, PLURAL, "watch"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
+    (GROUP, PLURAL, "patch"): ("handlers.py", "settings.persistence.finalizer = FINALIZER"),
+    (GROUP, f"{PLURAL}/status", "patch"): ("kube.py", "self.custom.patch_namespaced_custom_object_status("),
+    # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
+    ("", "pods", "list"): ("kube.py", "self.core.list_namespaced_pod("),
+    ("", "pods", "watch"): ("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'),
+    ("", "pods", "create"): ("kube.py", "resource.create(body=obj"),
+    ("", "pods", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    ("", "pods/log", "get"): ("kube.py", "self.core.read_namespaced_pod_log("),
+    # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service
+    ("", "configmaps", "create"): ("kube.py", "resource.create(body=obj"),
+    ("", "configmaps", "update"): ("kube.py", "self.core.replace_namespaced_config_map("),
+    ("", "services", "create"): ("kube.py", "resource.create(body=obj"),
+    # the sparkApplication backend
+    (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
+    (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),
+    (SPARK_GROUP, SPARK_PLURAL, "create"): ("kube.py", "resource.create(body=obj"),
+    (SPARK_GROUP, SPARK_PLURAL, "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    # events of every transition (kopf.event posts core/v1 Events)
+    ("", "events", "create"): ("handlers.py", "kopf.event(body, type=event.type"),
+}
