@@ -294,6 +294,21 @@ def test_cli_applies_the_default_policy_one_problem_per_line(tmp_path):
     assert any(line.strip().startswith("- spec.runtime.sparkConf.spark.master: policy.operatorSparkConf:") for line in lines)
 
 
+@pytest.mark.parametrize("case", sorted(set(REFUSED_BY_POLICY) | set(REFUSED_BY_LIMITS)))
+def test_cli_refuses_every_hostile_spec_with_the_default_policy(tmp_path, case):
+    """What a tenant runs before applying: the same refusal, and the rule (or the field) named."""
+    if case in REFUSED_BY_POLICY:
+        spec, _, path, rule = REFUSED_BY_POLICY[case]
+        named = f"- {path}: {rule}"
+    else:
+        spec, path, _, _, _ = REFUSED_BY_LIMITS[case]
+        named = f"- {path}: "
+    code, lines = _validate(tmp_path, spec)
+    assert code == ExitCode.INVALID_SPEC, lines
+    if case not in ("the operator's account in its namespace",):  # the CLI's namespace is team-a, not the operator's
+        assert any(line.strip().startswith(named) for line in lines), lines
+
+
 def test_cli_applies_the_policy_of_a_values_file(tmp_path):
     spec = changed(BASE, {"runtime.image": "registry.example/streamq/job:2", "runtime.executors": {"instances": 12}})
     values = tmp_path / "values.yaml"
