@@ -42,3 +42,22 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     # events of every transition (kopf.event posts core/v1 Events)
     ("", "events", "create"): ("handlers.py", "kopf.event(body, type=event.type"),
 }
+
+# A driver that starts executors (client mode) runs Spark's Kubernetes scheduler in its
+# pod with the driver account: (resource, verb) -> the Spark code that needs it.
+DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
+    ("", "pods", "get"): "KubernetesClusterManager: the driver looks up its own pod (spark.kubernetes.driver.pod.name)",
+    ("", "pods", "list"): "ExecutorPodsPollingSnapshotSource: resyncs the executor pods",
+    ("", "pods", "watch"): "ExecutorPodsWatchSnapshotSource: follows the executor pods",
+    ("", "pods", "create"): "ExecutorPodsAllocator: starts executor pods",
+    ("", "pods", "patch"): "ExecutorPodsAllocator / ExecutorPodsLifecycleManager: labels and owner of executor pods",
+    ("", "pods", "delete"): "KubernetesClusterSchedulerBackend.doKillExecutors: stops one executor",
+    ("", "pods", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: removes the executors by label",
+    ("", "configmaps", "get"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
+    ("", "configmaps", "list"): "KubernetesClusterSchedulerBackend.stop: finds the application's ConfigMaps",
+    ("", "configmaps", "watch"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
+    ("", "configmaps", "create"): "KubernetesClusterSchedulerBackend.setUpExecutorConfigMap",
+    ("", "configmaps", "patch"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
+    ("", "configmaps", "delete"): "KubernetesClusterSchedulerBackend.stop",
+    ("", "configmaps", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: removes the ConfigMaps by label",
+}
