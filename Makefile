@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 SPEC ?= examples/rate-to-console.yaml
 
-.PHONY: run test setup jars kube image unit integration e2e crd bench-latency help
+.PHONY: run test setup jars kube image unit integration e2e crd bench bench-deps bench-latency bench-recovery bench-operator help
 
 help:
 	@echo "make run          run SPEC (default $(SPEC)) locally: no cluster, no broker"
@@ -44,3 +44,21 @@ test:
 
 crd: setup
 	$(PY) -m controller.crd
+
+# The benchmarks (not tests: they print figures and write bench/results/). A quiet machine
+# matters: nothing else should run meanwhile. `make bench` takes about 50 minutes here.
+bench-deps: setup jars kube
+	@$(VENV)/bin/pip install -q -e '.[bench]'
+
+bench-latency: bench-deps
+	$(PY) -m bench.latency --no-plots
+
+bench-recovery: bench-deps
+	for mode in continuous realTime microBatch; do $(PY) -m bench.recovery --mode $$mode --kills 5 --no-plots || exit 1; done
+
+bench-operator: bench-deps
+	$(PY) -m bench.operator
+
+bench: bench-latency bench-recovery bench-operator
+	$(PY) -m bench.plots
+	$(PY) -m bench.report --write --latest

@@ -12,7 +12,8 @@ from pathlib import Path
 from bench.common import ROOT, latest_results, log
 
 IMG_DIR = ROOT / "docs" / "img"
-COLORS = {"baseline": "tab:gray", "continuous": "tab:blue", "realTime": "tab:green", "microBatch": "tab:red"}
+COLORS = {"baseline": "tab:gray", "continuous": "tab:blue", "realTime": "tab:green", "realTime30s": "tab:olive",
+          "microBatch": "tab:red", "flink": "tab:purple"}
 
 
 def _pyplot():
@@ -25,30 +26,40 @@ def _pyplot():
 
 
 def latency_plots(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
+    """One CDF per rate (every path, its repetitions' histograms added up) and cold vs warm p99:
+    both from the HDR histograms of the one results file the tables cite."""
+    from bench.latency_stats import hdr_decode
+
     plt = _pyplot()
     results = json.loads(Path(path).read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    modes = results["modes"]
-    rates = sorted({s["offeredRate"] for m in modes.values() for s in m.get("steps", [])})
-    # One CDF figure per rate, every mode on it: the tail is what matters, so the y axis is
-    # "fraction slower than" on a log scale.
+    runs = [r for r in results["runs"] if r.get("steps")]
+    rates = sorted({s["rate"] for r in runs for s in r["steps"]})
+    paths = list(dict.fromkeys(r["path"] for r in runs))
+
+    def pooled(path: str, rate: int, window: str):
+        hists = [hdr_decode(s[window]["hdrUs"]) for r in runs if r["path"] == path for s in r["steps"]
+                 if s["rate"] == rate and s.get(window) and s[window].get("hdrUs")]  # fmt: skip
+        for h in hists[1:]:
+            hists[0].add(h)
+        return hists[0] if hists else None
+
     for rate in rates:
         fig, ax = plt.subplots(figsize=(7, 4.2))
-        for mode, res in modes.items():
-            step = next((s for s in res.get("steps", []) if s["offeredRate"] == rate), None)
-            if not step or not step["cdf"]:
+        for path in paths:
+            h = pooled(path, rate, "measured")
+            if h is None:
                 continue
-            points = sorted(dict((q, v) for q, v in step["cdf"]).items())  # one point per quantile
-            qs = [q for q, _ in points]
-            ms = [v for _, v in points]
-            ax.plot(ms, [max(1 - q / 100, 1e-5) for q in qs], label=f"{mode} (p99 {step['latencyMs']['p99']:.1f} ms)",
-                    color=COLORS.get(mode), drawstyle="steps-post")  # fmt: skip
+            qs = [q / 10 for q in range(0, 990)] + [99 + q / 100 for q in range(0, 100)] + [99.99, 99.999]
+            ms = [h.get_value_at_percentile(q) / 1000 for q in qs]
+            ax.plot(ms, [max(1 - q / 100, 1e-5) for q in qs], label=f"{path} (pooled p99 {h.get_value_at_percentile(99) / 1000:.1f} ms)",
+                    color=COLORS.get(path), drawstyle="steps-post")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("end-to-end latency (ms, log)")
+        ax.set_xlabel("end-to-end latency, due -> received (ms, log)")
         ax.set_ylabel("fraction of records slower (log)")
-        ax.set_title(f"Latency CDF at {rate:,} records/s offered")
+        ax.set_title(f"Latency CDF at {rate:,} records/s, all repetitions")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -56,32 +67,29 @@ def latency_plots(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
         fig.savefig(target, dpi=110)
         plt.close(fig)
         written.append(target)
-    # Latency against rate, p50 and p99 per mode.
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for mode, res in modes.items():
-        steps = sorted(res.get("steps", []), key=lambda s: s["offeredRate"])
-        if not steps:
-            continue
-        x = [s["offeredRate"] for s in steps]
-        ax.plot(x, [s["latencyMs"]["p99"] for s in steps], marker="o", color=COLORS.get(mode), label=f"{mode} p99")
-        ax.plot(x, [s["latencyMs"]["p50"] for s in steps], marker=".", linestyle="--", color=COLORS.get(mode),
-                label=f"{mode} p50", alpha=0.7)  # fmt: skip
-        for s in steps:
-            if not s["sustained"]:
-                ax.annotate("not sustained", (s["offeredRate"], s["latencyMs"]["p99"]), fontsize=7,
-                            textcoords="offset points", xytext=(4, 4))  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("offered rate (records/s, log)")
-    ax.set_ylabel("latency (ms, log)")
-    ax.set_title("End-to-end latency vs offered rate")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    target = out_dir / "latency-vs-rate.png"
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
-    written.append(target)
+    # Cold (first seconds after the first output) against warm, p99 per path at the first rate.
+    rate = rates[0] if rates else None
+    cells = results["cells"]
+    shown = [p for p in paths if "p99" in ((cells.get(p, {}).get(str(rate)) or {}).get("cold") or {})
+             and "p99" in cells[p][str(rate)]["measured"]]  # fmt: skip
+    if shown:
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        x = range(len(shown))
+        cold = [cells[p][str(rate)]["cold"]["p99"]["median"] for p in shown]
+        warm = [cells[p][str(rate)]["measured"]["p99"]["median"] for p in shown]
+        ax.bar([i - 0.2 for i in x], cold, width=0.4, label="cold window p99 (median of repetitions)")
+        ax.bar([i + 0.2 for i in x], warm, width=0.4, label="measured window p99 (median of repetitions)")
+        ax.set_xticks(list(x), shown)
+        ax.set_yscale("log")
+        ax.set_ylabel("ms (log)")
+        ax.set_title(f"Cold start against warm, {rate:,} records/s")
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        fig.tight_layout()
+        target = out_dir / f"latency-cold-{rate}.png"
+        fig.savefig(target, dpi=110)
+        plt.close(fig)
+        written.append(target)
     for p in written:
         log(f"wrote {p.relative_to(ROOT)}")
     return written
@@ -119,7 +127,8 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
 
 def main() -> int:
     done = False
-    for bench, draw in (("latency", latency_plots), ("recovery-continuous", recovery_plot), ("recovery-microBatch", recovery_plot)):
+    for bench, draw in (("latency", latency_plots), ("recovery-continuous", recovery_plot), ("recovery-realTime", recovery_plot),
+                        ("recovery-microBatch", recovery_plot)):
         path = latest_results(bench)
         if path is not None:
             draw(path)

@@ -475,7 +475,7 @@ def profile(args) -> dict[str, Any]:
         result["pids"] = pids
         # warm-up and window in one step: profiling starts when the warm-up ends
         box: dict[str, Any] = {}
-        stepper = threading.Thread(target=lambda: box.setdefault("step", run.step(args.rate, sampler)), daemon=True)
+        stepper = threading.Thread(target=lambda: box.setdefault("step", run.step(args.rate, 0.0, sampler)), daemon=True)
         stepper.start()
         time.sleep(args.warmup)
         result["uptimeWindowStart"] = uptime()

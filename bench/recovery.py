@@ -90,7 +90,7 @@ def run(args) -> dict[str, Any]:
         results["spec"] = mode_run.spec
         spec_path = mode_run.workdir / "query.yaml"
         checkpoint = mode_run.workdir / "checkpoint"
-        mode_run.send_async(args.rate, 24 * 3600, 0)  # steady until halted
+        mode_run.send_async(args.rate, 24 * 3600)  # steady until halted
         log(f"{args.mode} query running, producing {args.rate:,}/s")
         for kill in range(1, args.kills + 1):
             caught_up = wait_caught_up(mode_run.received_path, args.catch_up_timeout, args.caught_up_lag)

@@ -1,46 +1,94 @@
-"""Markdown tables from the newest results, for docs/benchmarks.md.
+"""Markdown tables for docs/benchmarks.md, written from the results files they cite.
 
-    .venv/bin/python -m bench.report            # prints the tables
-    .venv/bin/python -m bench.report FILE...    # from given result files
+    .venv/bin/python -m bench.report                 # print the tables of the newest results
+    .venv/bin/python -m bench.report FILE...         # of given result files
+    .venv/bin/python -m bench.report --write         # re-render every block of docs/benchmarks.md
+    .venv/bin/python -m bench.report --write --latest   # ... after pointing each block at the newest file of its kind
+
+A block in the page is ``<!-- bench.report FILE -->`` ... ``<!-- /bench.report -->``:
+everything between the two lines is generated from FILE, so a table cannot drift from
+the JSON it names.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-from bench.common import latest_results, table
+from bench.common import ROOT, latest_results, table
+
+PAGE = ROOT / "docs" / "benchmarks.md"
+BLOCK = re.compile(r"(<!-- bench\.report (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- /bench\.report -->)", re.S)
 
 
 def load_line(r: dict) -> str:
     m = r["machine"]
     load = r.get("load") or r.get("loadWholeRun") or {}
-    return (f"{m['cores']} cores ({m['cpuModel']}), {m['memoryGiB']} GiB, kernel {m['kernel']}, {m['java']}; "
-            f"commit {r['commit']}; {r['started']} -> {r['finished']}; load average at start "
-            f"{m['loadAverageAtStart']}, during the run 1-min load {load.get('load1Min')}-{load.get('load1Max')} "
-            f"(mean {load.get('load1Mean')}), CPU busy {load.get('cpuBusyPctMean')}%, CPU pressure (PSI some avg10) "
-            f"{load.get('cpuPressurePctMean')}%")  # fmt: skip
+    return (f"{m['cores']} cores ({m['cpuModel']}), {m['memoryGiB']} GiB, {m['java']}; commit {r['commit']}; "
+            f"{r['started']} -> {r['finished']}; load average at start {m['loadAverageAtStart']}, during the run "
+            f"{load.get('load1Min')}-{load.get('load1Max')} (mean {load.get('load1Mean')}), CPU busy "
+            f"{load.get('cpuBusyPctMean')}%, CPU pressure (PSI some avg10) {load.get('cpuPressurePctMean')}%")  # fmt: skip
+
+
+def _span(figure: dict | None, key: str) -> str:
+    f = (figure or {}).get(key)
+    if not f:
+        return "-"
+    fmt = (lambda v: f"{v:,.0f}") if f["median"] >= 100 else (lambda v: f"{v:.1f}")  # noqa: E731
+    return f"{fmt(f['median'])} ({fmt(f['min'])}-{fmt(f['max'])})"
 
 
 def latency(r: dict) -> str:
+    """Per path and rate: median (range) over the repetitions, cold window, split, losses."""
     rows = []
-    for mode, res in r["modes"].items():
-        for s in res.get("steps", []):
-            lat = s["latencyMs"]
-            to_spark = s["sendToSinkWriteMs"]["p50"] if mode != "baseline" else None  # no Spark in between
-            why = s["why"].split(";")[0].split(" < ")[0]
-            rows.append([mode, s["offeredRate"], s["achievedInputRate"], lat["p50"], lat["p95"], lat["p99"], lat["p99.9"],
-                         lat["max"], to_spark, "yes" if s["sustained"] else "no (" + why + ")",
-                         *((s["cpuCores"]["job"], s.get("waitingForCpu", {}).get("job")) if mode != "baseline" else (None, None)),
-                         s["cpuCores"]["broker"],
-                         s["load"].get("load1Mean"), s["load"].get("cpuPressurePctMean")])  # fmt: skip
-        if res.get("error"):
-            rows.append([mode, "error: " + res["error"].splitlines()[-1][:80], *[""] * 13])
-    out = table(["mode", "offered/s", "achieved in/s", "p50 ms", "p95 ms", "p99 ms", "p99.9 ms", "max ms",
-                 "send->Spark write p50 ms", "sustained", "job cores", "job threads waiting for CPU", "broker cores",
-                 "load1", "CPU pressure %"], rows)  # fmt: skip
-    return out + f"\n\n{load_line(r)}. Continuous sustained up to {r.get('continuousMaxSustained')} records/s offered."
+    for path, by_rate in r["cells"].items():
+        for rate, cell in by_rate.items():
+            m, c = cell["measured"], cell["cold"]
+            split = m.get("splitP50Ms", {})
+            spark = split.get("sourceAppendToSinkSend") if path != "baseline" else None
+            rows.append([path, int(rate), m["repetitions"], _span(m, "p50"), _span(m, "p99"), _span(m, "p99.9"),
+                         _span(m, "max"), _span(c, "p50"), _span(c, "p99"), split.get("dueToSourceAppend"), spark,
+                         split.get("sinkSendToReceive") if path != "baseline" else None, m["lost"], m["duplicates"],
+                         cell["sustainedIn"]])  # fmt: skip
+    out = table(["path", "rate/s", "reps", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "cold p50 ms", "cold p99 ms",
+                 "due -> broker p50", "broker -> sink send p50", "sink send -> received p50", "lost", "dups",
+                 "kept up"], rows)  # fmt: skip
+    s = r["settings"]
+    return (out + f"\n\nMedian (min-max) over {s['reps']} repetitions, each a fresh job, paths in rotated order; "
+            f"cold = the first {s['cold']:.0f} s after the first output, measured = {s['measure']:.0f} s after a further "
+            f"{s['warmup']:.0f} s. {load_line(r)}.\n\n" + targets(r))  # fmt: skip
+
+
+def targets(r: dict) -> str:
+    """The issue's targets, computed from the same cells (nothing typed by hand)."""
+    lines = []
+    for rate, floor in ((k, v["measured"]) for k, v in r["cells"].get("baseline", {}).items()):
+        paths = {p: by_rate[rate]["measured"] for p, by_rate in r["cells"].items() if p != "baseline" and rate in by_rate
+                 and by_rate[rate]["measured"].get("p99")}  # fmt: skip
+        streamq = {p: m for p, m in paths.items() if p != "flink"}
+        if not streamq or "p50" not in floor:
+            continue
+        fastest = min(streamq, key=lambda p: streamq[p]["p99"]["median"])
+        f, fp50, fp99 = streamq[fastest], floor["p50"]["median"], floor["p99"]["median"]
+        verdict = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
+        lines.append(f"- At {int(rate):,}/s the fastest streamq path by p99 is `{fastest}`: p50 {f['p50']['median']:.1f} ms "
+                     f"against floor p50 + 2 = {fp50 + 2:.1f} ms ({verdict(f['p50']['median'] <= fp50 + 2)}); p99 "
+                     f"{f['p99']['median']:.1f} ms against 2 x floor p99 = {2 * fp99:.1f} ms "
+                     f"({verdict(f['p99']['median'] <= 2 * fp99)}).")  # fmt: skip
+        if "continuous" in streamq:
+            c = streamq["continuous"]["p99"]["median"]
+            lines.append(f"- continuous p99 {c:.1f} ms = {c / fp99:.1f} x floor p99 (target 5 x: {verdict(c <= 5 * fp99)}).")
+        if "microBatch" in streamq:
+            mb = streamq["microBatch"]["p99"]["median"]
+            lines.append(f"- microBatch p99 {mb:,.0f} ms = {mb / f['p99']['median']:.0f} x the fastest path's p99 (target >= 20 x: "
+                         f"{verdict(mb >= 20 * f['p99']['median'])}).")  # fmt: skip
+        if "flink" in paths:
+            fl = paths["flink"]
+            lines.append(f"- Flink SQL peer: p50 {fl['p50']['median']:.1f} ms, p99 {fl['p99']['median']:.1f} ms; the fastest "
+                         f"streamq path's p99 is {f['p99']['median'] / fl['p99']['median']:.2f} x Flink's.")  # fmt: skip
+    return "\n".join(lines)
 
 
 def recovery(r: dict) -> str:
@@ -72,46 +120,46 @@ def operator(r: dict) -> str:
     return table(["", "value"], rows) + f"\n\n{load_line({**r, 'load': r.get('loadWholeRun')})}."
 
 
-def tuning(paths: list[Path]) -> str:
-    """One row per labelled run of continuous mode: the setting tried, then p50/p99 at each rate."""
-    rows = []
-    for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):
-        r = json.loads(path.read_text())
-        res = r["modes"].get("continuous")
-        if not res:
-            continue
-        s = r["settings"]
-        tried = [f"{k}={v}" for k, v in s.get("conf", []) + s.get("source_option", []) + s.get("sink_option", [])]
-        if s.get("autogroup_nice"):
-            tried.append(f"--autogroup-nice {s['autogroup_nice']}")
-        steps = {st["offeredRate"]: st for st in res.get("steps", [])}
-        cells = []
-        for rate in (1000, 10000):
-            st = steps.get(rate)
-            cells += [f"{st['latencyMs']['p50']:.0f} / {st['latencyMs']['p99']:.0f}" + ("" if st["sustained"] else " (not sustained)")
-                      if st else "-", st.get("waitingForCpu", {}).get("job") if st else None]  # fmt: skip
-        load = r.get("load") or {}
-        rows.append([r["started"][11:16], r.get("label") or "full run", ", ".join(tried) or "(defaults)", *cells, load.get("load1Mean"),
-                     load.get("cpuPressurePctMean")])  # fmt: skip
-    return table(["UTC", "run", "setting", "1k/s p50 / p99 ms", "job threads waiting", "10k/s p50 / p99 ms",
-                  "job threads waiting", "load1", "CPU pressure %"], rows)  # fmt: skip
+RENDER = {"latency": latency, "recovery": recovery, "operator": operator}
+
+
+def render(path: Path) -> str:
+    r = json.loads(path.read_text())
+    return RENDER[r["bench"]](r)
+
+
+def kind_of(path: Path) -> str:
+    """The results family a file belongs to: latency, latency-LABEL, recovery-MODE, operator."""
+    return path.name.rsplit("-", 1)[0]
+
+
+def write_page(page: Path = PAGE, latest: bool = False) -> list[str]:
+    """Re-render every block of the page; with ``latest``, point each block at the newest file of its family first."""
+    text = page.read_text()
+    cited = []
+
+    def block(m: re.Match) -> str:
+        path = ROOT / m["file"]
+        if latest:
+            path = latest_results(kind_of(path), path.parent) or path
+        cited.append(str(path.relative_to(ROOT)))
+        return f"<!-- bench.report {path.relative_to(ROOT)} -->\n{render(path).rstrip()}\n\n<!-- /bench.report -->"
+
+    page.write_text(BLOCK.sub(block, text))
+    return cited
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
-    if args[:1] == ["--tuning"]:
-        from bench.common import RESULTS_DIR
-
-        print(tuning([Path(a) for a in args[1:]] or sorted((RESULTS_DIR / "tuning").glob("latency-*.json"))))
+    if args[:1] == ["--write"]:
+        for cited in write_page(latest="--latest" in args):
+            print(f"rendered {cited}")
         return 0
-    files = [Path(a) for a in args]
-    if not files:
-        files = [p for p in (latest_results("latency"), latest_results("recovery-continuous"),
-                             latest_results("recovery-microBatch"), latest_results("operator")) if p]  # fmt: skip
+    files = [Path(a) for a in args] or [p for p in (latest_results("latency"), latest_results("recovery-continuous"),
+                                                    latest_results("recovery-realTime"), latest_results("recovery-microBatch"),
+                                                    latest_results("operator")) if p]  # fmt: skip
     for path in files:
-        r = json.loads(path.read_text())
-        render = {"latency": latency, "recovery": recovery, "operator": operator}[r["bench"]]
-        print(f"### {path.name}\n\n{render(r)}\n")
+        print(f"### {path.name}\n\n{render(path)}\n")
     return 0
 
 

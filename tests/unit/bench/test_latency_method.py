@@ -1,0 +1,86 @@
+"""The latency benchmark's method: due-time latency, the split, repetitions, and the targets the report computes."""
+
+import numpy as np
+import pytest
+
+from bench import report
+from bench.latency_clients import parse_value, passes, value_of
+from bench.latency_stats import hdr_percentiles_ms, keeps_up, over_repetitions, window
+
+pytestmark = pytest.mark.unit
+
+MS = 1_000_000
+
+
+def rows(latencies_ms, *, first=0, due0=10_000 * MS, spark_ms=2, broker_ms=1, apart_ns=100_000):
+    """Consumer rows for records due apart_ns apart, each arriving latencies_ms[i] after it was due."""
+    out = []
+    for i, lat in enumerate(latencies_ms):
+        due = due0 + i * apart_ns
+        source_append = due // MS + broker_ms
+        out.append([first + i, due, due + int(lat * MS), source_append + spark_ms, source_append])
+    return np.array(out, dtype=np.int64)
+
+
+def test_an_output_value_parses_whatever_the_field_order():
+    spark = b'{"inTs":1700000000123,' + value_of(7, 42)[1:]
+    flink = b'{"id":7,"amount":1500,"inTs":1700000000123,"sentNs":42}'
+    assert parse_value(spark) == parse_value(flink) == (7, 42, 1700000000123)
+    assert parse_value(value_of(7, 42)) == (7, 42, -1)  # the baseline reads its input: no inTs
+
+
+def test_latency_is_receive_minus_due_and_late_records_count():
+    data = rows([1.0] * 98 + [250.0, 250.0])  # a stall: two records 250 ms late
+    w = window(data, 0, 100, lambda s: True)
+    assert w["latencyMs"]["p50"] == pytest.approx(1.0)
+    assert w["latencyMs"]["p99"] == pytest.approx(250.0)
+    assert w["received"] == w["expected"] == 100 and w["duplicates"] == 0
+
+
+def test_the_split_adds_up_to_the_latency():
+    # whole milliseconds apart: the broker's and the sink producer's clocks have ms resolution
+    w = window(rows([10.0] * 50, spark_ms=6, broker_ms=1, apart_ns=MS), 0, 50, lambda s: True)
+    split = w["splitMs"]
+    assert split["dueToSourceAppend"]["p50"] == pytest.approx(1.0)
+    assert split["sourceAppendToSinkSend"]["p50"] == pytest.approx(6.0)
+    assert split["sinkSendToReceive"]["p50"] == pytest.approx(3.0)
+
+
+def test_filtered_records_are_not_expected_and_missing_ones_are_lost():
+    data = rows([2.0] * 30)
+    kept = data[[passes(int(s)) for s in data[:, 0]]][:-1]  # the filter's survivors, one of them lost
+    w = window(np.vstack([kept, kept[:2]]), 0, 30, passes)  # two arrive twice
+    assert w["expected"] == 27 and w["received"] == 26 and w["duplicates"] == 2
+    ok, why = keeps_up(w)
+    assert not ok and "delivered" in why
+
+
+def test_the_histogram_redraws_the_percentiles():
+    w = window(rows(list(np.linspace(1, 100, 1000))), 0, 1000, lambda s: True)
+    p50, p99 = hdr_percentiles_ms(w["hdrUs"], [50, 99])
+    assert p50 == pytest.approx(w["latencyMs"]["p50"], rel=0.01)
+    assert p99 == pytest.approx(w["latencyMs"]["p99"], rel=0.01)
+
+
+def test_repetitions_report_the_median_and_the_range():
+    reps = [window(rows([lat] * 10), 0, 10, lambda s: True) for lat in (3.0, 9.0, 4.0)]
+    summary = over_repetitions(reps)
+    assert summary["p99"] == {"median": 4.0, "min": 3.0, "max": 9.0}
+    assert summary["repetitions"] == 3 and summary["lost"] == 0
+
+
+def cell(p50, p99):
+    return {"measured": {"p50": {"median": p50}, "p99": {"median": p99}}}
+
+
+def test_the_targets_are_computed_from_the_cells():
+    cells = {"baseline": {"10000": cell(1.0, 10.0)}, "realTime": {"10000": cell(2.5, 19.0)},
+             "continuous": {"10000": cell(20.0, 200.0)}, "microBatch": {"10000": cell(900.0, 2000.0)},
+             "flink": {"10000": cell(2.0, 9.5)}}  # fmt: skip
+    text = report.targets({"cells": cells})
+    assert "fastest streamq path by p99 is `realTime`" in text
+    assert "p50 2.5 ms against floor p50 + 2 = 3.0 ms (**met**)" in text
+    assert "p99 19.0 ms against 2 x floor p99 = 20.0 ms (**met**)" in text
+    assert "continuous p99 200.0 ms = 20.0 x floor p99 (target 5 x: **not met**)" in text
+    assert "= 105 x the fastest path's p99 (target >= 20 x: **met**)" in text
+    assert "2.00 x Flink's" in text
