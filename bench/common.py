@@ -186,6 +186,35 @@ def tree_sched_seconds(pid: int) -> tuple[float, float]:
     return on_cpu, waiting
 
 
+JVM_THREAD_KINDS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")), ("gc", ("GC Thread", "G1 ", "VM Thread")))
+
+
+def jvm_thread_seconds(pid: int) -> dict[str, float]:
+    """On-CPU seconds of the JVMs under ``pid`` by kind of thread: the JIT compilers, the
+    garbage collector, and everything else (the JVM names its own threads; /proc shows the names)."""
+    import psutil
+
+    out = {"jit": 0.0, "gc": 0.0, "other": 0.0}
+    try:
+        procs = [p for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if p.name() == "java"]
+    except psutil.Error:
+        return out
+    for proc in procs:
+        try:
+            tids = os.listdir(f"/proc/{proc.pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                name = Path(f"/proc/{proc.pid}/task/{tid}/comm").read_text().strip()
+                on_cpu = int(Path(f"/proc/{proc.pid}/task/{tid}/schedstat").read_text().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+            kind = next((k for k, prefixes in JVM_THREAD_KINDS if name.startswith(prefixes)), "other")
+            out[kind] += on_cpu
+    return out
+
+
 def set_autogroup_nice(pid: int, nice: int) -> bool:
     """With kernel.sched_autogroup_enabled=1 every session shares the CPU equally with every
     other session, whatever the processes' nice values; this sets the nice of ``pid``'s

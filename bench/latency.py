@@ -45,6 +45,7 @@ from bench.common import (
     now_iso,
     other_cpu_hogs,
     set_autogroup_nice,
+    jvm_thread_seconds,
     table,
     tree_sched_seconds,
     write_results,
@@ -180,8 +181,10 @@ class ModeRun:
         args = self.args
         marks = (cold_s, cold_s + args.warmup)
         sched0 = self.sched()
+        jvm = self._jvm_seconds_at([0.0, cold_s, cold_s + args.warmup]) if self.job is not None else None
         sent = self.send(rate, cold_s + args.warmup + args.measure, marks)
         sched1 = self.sched()
+        jvm_cores = self._jvm_cores(jvm, sent, cold_s, args) if jvm is not None else None
         drained_after = self._drain(sent["first"], sent["last"])
         data = read_received(self.received_path)
         measured = stats.window(data, sent["marks"][1], sent["last"], self.passes, expected_rate=rate * self.pass_fraction)
@@ -193,7 +196,7 @@ class ModeRun:
         t_measure = sent["t0"] + int((cold_s + args.warmup) * 1e9)
         return {
             "rate": rate,
-            "cold": stats.window(data, sent["first"], sent["marks"][0], self.passes) if cold_s else None,
+            "cold": stats.window(data, sent["first"], sent["marks"][0], self.passes, by_second=True) if cold_s else None,
             "measured": measured,
             "scheduleLagMs": sent["scheduleLagMs"],
             "drainedAfterS": drained_after,
@@ -203,7 +206,35 @@ class ModeRun:
             "cpuCores": {k: round((sched1[k][0] - sched0[k][0]) / run_s, 2) for k in sched0},
             "waitingForCpu": {k: round((sched1[k][1] - sched0[k][1]) / run_s, 2) for k in sched0},
             "load": sampler.summary(t_measure / 1e9, sent["t1"] / 1e9),
+            # Cores the job's JVM spent compiling (JIT), collecting (GC) and on everything else,
+            # in the cold window and in the measured one: what makes the first seconds slow.
+            "jvmCores": jvm_cores,
         }
+
+    def _jvm_seconds_at(self, offsets_s: list[float]) -> list[tuple[float, dict[str, float]]]:
+        """Starts a timer thread that reads the JVM's thread times at each offset from now; the list fills in."""
+        import threading
+
+        taken: list[tuple[float, dict[str, float]]] = []
+        t0 = time.monotonic()
+
+        def sample() -> None:
+            for offset in offsets_s:
+                time.sleep(max(0.0, t0 + offset - time.monotonic()))
+                taken.append((time.monotonic(), jvm_thread_seconds(self.job.proc.pid)))
+
+        threading.Thread(target=sample, name="bench-jvm-threads", daemon=True).start()
+        return taken
+
+    def _jvm_cores(self, taken, sent: dict, cold_s: float, args) -> dict[str, Any] | None:
+        end = (time.monotonic(), jvm_thread_seconds(self.job.proc.pid))
+        if len(taken) < 3:
+            return None
+
+        def cores(a, b) -> dict[str, float]:
+            return {k: round((b[1][k] - a[1][k]) / ((b[0] - a[0]) or 1e-9), 3) for k in a[1]}
+
+        return {"cold": cores(taken[0], taken[1]) if cold_s else None, "measured": cores(taken[2], end)}
 
     def _drain(self, first: int, last: int) -> float | None:
         """Wait until every passing record of the step came out, or give up after --drain-timeout."""

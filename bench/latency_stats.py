@@ -40,7 +40,7 @@ def _pcts(sorted_ms) -> dict[str, float | None]:
     return {k: (round(float(percentile(sorted_ms, q)), 3) if len(sorted_ms) else None) for k, q in QUANTILES.items()}
 
 
-def window(data, first: int, last: int, passes, *, expected_rate: float | None = None) -> dict[str, Any]:
+def window(data, first: int, last: int, passes, *, expected_rate: float | None = None, by_second: bool = False) -> dict[str, Any]:
     """The records due in [first, last) that passed the filter: latency, its split, losses, duplicates."""
     import numpy as np
 
@@ -76,6 +76,11 @@ def window(data, first: int, last: int, passes, *, expected_rate: float | None =
         out["halvesP50Ms"] = [round(float(np.median(lat[:half])), 3), round(float(np.median(lat[half:])), 3)]
     if expected_rate:
         out["expectedOutRate"] = round(expected_rate)
+    if by_second and len(once):
+        # p99 of each second of the window (by due time): when, after a start, the tail settles.
+        second = (once[:, 1] - once[:, 1].min()) // 1_000_000_000
+        out["p99BySecondMs"] = [round(float(np.percentile((once[second == i, 2] - once[second == i, 1]) / 1e6, 99)), 1)
+                                for i in range(int(second.max()) + 1) if (second == i).any()]  # fmt: skip
     return out
 
 
