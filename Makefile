@@ -9,6 +9,7 @@ SPEC ?= examples/rate-to-console.yaml
 
 help:
 	@echo "make run          run SPEC (default $(SPEC)) locally: no cluster, no broker"
+	@echo "make dev          the fraud filter on a local broker: MODE=continuous|realTime|microBatch"
 	@echo "make test         install everything and run every test tier"
 	@echo "make unit         the fast tier (seconds)"
 	@echo "make integration  real Spark, real Kafka, real kube-apiserver"
@@ -18,6 +19,11 @@ setup:
 
 run:
 	@hack/run.sh $(SPEC)
+
+# The next step after `make run`: a broker on loopback, a payment feed, the fraud filter.
+MODE ?= continuous
+dev:
+	@hack/run.sh --dev --mode $(MODE)
 
 jars: setup
 	@hack/install-jars.sh
@@ -49,6 +55,7 @@ crd: setup
 # matters: nothing else should run meanwhile. `make bench` takes about 50 minutes here.
 bench-deps: setup jars kube
 	@$(VENV)/bin/pip install -q -e '.[bench]'
+	@hack/install-flink.sh
 
 bench-latency: bench-deps
 	$(PY) -m bench.latency --no-plots

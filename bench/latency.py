@@ -141,7 +141,8 @@ class ModeRun:
     def _start_flink(self) -> None:
         from bench.flink_peer import FlinkPeer
 
-        self.job = FlinkPeer(self.broker.bootstrap, self.source, self.out_topic, getattr(self.args, "partitions", 2), self.workdir)
+        self.job = FlinkPeer(self.broker.bootstrap, self.source, self.out_topic, partitions=getattr(self.args, "partitions", 2),
+                             workdir=self.workdir / "flink").start()  # fmt: skip
 
     def _wait_ready(self, timeout: float = 240) -> None:
         """Probe records at a low rate until one comes out the other end."""
@@ -275,6 +276,10 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
         run.start()
         result["readyAfterS"] = round(time.monotonic() - t, 1)
         result["spec"] = run.spec
+        if PATHS[path] == "flink":
+            from bench.flink_peer import installed_versions
+
+            result["versions"] = installed_versions()
         for i, rate in enumerate(rates):
             step = run.step(rate, args.cold if i == 0 else 0.0, sampler)
             result["steps"].append(step)
