@@ -34,6 +34,8 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("", "configmaps", "create"): ("kube.py", "resource.create(body=obj"),
     ("", "configmaps", "update"): ("kube.py", "self.core.replace_namespaced_config_map("),
     ("", "services", "create"): ("kube.py", "resource.create(body=obj"),
+    # the query's Spark auth Secret (render.auth_secret): created once, never read back
+    ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
     # the sparkApplication backend
     (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
     (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),

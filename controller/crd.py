@@ -174,6 +174,8 @@ def status_schema() -> dict[str, Any]:
 
 PRINTER_COLUMNS = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Reason", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+     "description": "Why it is in that phase: DriverRunning, Unschedulable, ImagePullFailed, InvalidSpec..."},
     {"name": "Mode", "type": "string", "jsonPath": ".status.mode"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
     {"name": "Epoch", "type": "integer", "jsonPath": field_path("batch_id"),

@@ -15,6 +15,9 @@ from controller import names
 from controller.status import parse_time
 
 _MESSAGE_CHARS = 4096  # what Kubernetes keeps of a termination message
+_WAITING_CHARS = 1024  # a scheduler's message grows with the cluster (one clause per kind of node)
+# Waiting reasons of a container that starts normally: not worth a word in status.
+_ON_ITS_WAY = (None, "", "ContainerCreating", "PodInitializing")
 
 
 class DriverPhase(StrEnum):
@@ -44,7 +47,8 @@ class Driver:
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
     message: str | None = None  # the termination message the job wrote
-    waiting: str | None = None  # why a container does not run yet: "ErrImagePull: ..."
+    waiting: str | None = None  # why it does not run yet, as Kubernetes says it: "ErrImagePull: ..."
+    waiting_reason: str | None = None  # the reason alone: Unschedulable, ErrImagePull, CreateContainerConfigError...
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -105,20 +109,43 @@ def termination_message(raw: str | None) -> str | None:
     return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 3] + "..."
 
 
+def _one_line(reason: str, message: str | None) -> str:
+    text = f"{reason}: {' '.join(message.split())}" if message and message.strip() else reason
+    return text if len(text) <= _WAITING_CHARS else text[: _WAITING_CHARS - 3] + "..."
+
+
+def why_waiting(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, one-line text) of a pod that cannot start, from its own status: the
+    scheduler's verdict (PodScheduled False: a missing PVC, too little CPU or memory, a
+    taint) or the kubelet's on the driver container (an image it cannot pull, a Secret
+    key an env var names). Both are written on the pod, so its watch wakes the
+    reconciler and no Event needs to be listed. None while it is on its way."""
+    status = pod.get("status") or {}
+    if (status.get("phase") or "Pending") != "Pending":
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            reason = condition.get("reason") or "Unschedulable"
+            return reason, _one_line(reason, condition.get("message"))
+    container = _container_status(pod)
+    wait = ((container or {}).get("state") or {}).get("waiting") or {}
+    if wait.get("reason") not in _ON_ITS_WAY:
+        return wait["reason"], _one_line(wait["reason"], wait.get("message"))
+    return None
+
+
 def driver_from_pod(pod: dict[str, Any]) -> Driver:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     try:
         phase = DriverPhase(status.get("phase") or "Pending")
     except ValueError:
         phase = DriverPhase.UNKNOWN
-    exit_code = reason = message = waiting = None
+    exit_code = reason = message = None
     started_at = finished_at = None
+    waiting_reason, waiting = why_waiting(pod) or (None, None)
     container = _container_status(pod)
     if container is not None:
         state = container.get("state") or {}
-        if state.get("waiting") and state["waiting"].get("reason") not in (None, "ContainerCreating"):
-            wait = state["waiting"]
-            waiting = f"{wait['reason']}: {wait['message']}" if wait.get("message") else wait["reason"]
         if "terminated" in state and state["terminated"] is not None:
             term = state["terminated"]
             exit_code = term.get("exitCode")
@@ -140,6 +167,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         reason=reason,
         message=message,
         waiting=waiting,
+        waiting_reason=waiting_reason,
         started_at=started_at,
         finished_at=finished_at,
     )
@@ -178,6 +206,8 @@ def driver_from_spark_application(app: dict[str, Any], pod: dict[str, Any] | Non
         exit_code=exit_code,
         reason=reason,
         message=message,
+        waiting=from_pod.waiting if from_pod else None,  # its driver pod cannot start: the same reasons
+        waiting_reason=from_pod.waiting_reason if from_pod else None,
         started_at=(from_pod.started_at if from_pod else None) or parse_time(status.get("lastSubmissionAttemptTime")),
         finished_at=(from_pod.finished_at if from_pod else None) or parse_time(status.get("terminationTime")),
     )

@@ -25,6 +25,9 @@ class ConditionType(StrEnum):
     READY = "Ready"  # the query runs (kubectl wait --for=condition=Ready)
     PROGRESSING = "Progressing"  # the operator is moving the query towards its spec
     DEGRADED = "Degraded"  # something is wrong: a failure, a refused change, an invalid spec
+    # kstatus (Flux, kpt, cli-utils) reads these two and status.observedGeneration, never Ready:
+    RECONCILING = "Reconciling"  # the spec is not realised yet: starting, restarting (InProgress)
+    STALLED = "Stalled"  # the operator cannot realise the spec until it changes: Invalid, Failed, refused (Failed)
 
 
 class Reason(StrEnum):
@@ -37,6 +40,9 @@ class Reason(StrEnum):
     DRIVER_EXITED = "DriverExited"
     DRIVER_LOST = "DriverLost"
     DRIVER_CREATE_FAILED = "DriverCreateFailed"
+    # The driver exists but cannot start, for a cause outside the spec (retried, never Invalid):
+    UNSCHEDULABLE = "Unschedulable"  # the scheduler's verdict: a missing PVC, too little CPU or memory, a taint
+    IMAGE_PULL_FAILED = "ImagePullFailed"  # ErrImagePull and ImagePullBackOff alternate: one reason for both
     WAITING_FOR_OLD_DRIVER = "WaitingForOldDriver"
     BACKOFF = "BackOff"
     SPEC_CHANGED = "SpecChanged"

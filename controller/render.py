@@ -3,6 +3,8 @@
     query document  the StreamingQuery the job reads (ConfigMap key query.json)
     driver pod      backend `pod`: the image's `job` entrypoint, i.e. `python -m app /etc/streamq/query.json`
     driver service  headless, only when executors run (they connect back to the driver)
+    auth secret     only when executors run: the key of Spark's RPC authentication and
+                    encryption between driver and executors, random, made once per query
     SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
 
 Owner references are added by the caller (``kopf.adopt``); everything else is here.
@@ -12,9 +14,11 @@ What one attempt is (``Run``) and which spec fields make a new driver
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import posixpath
+import secrets
 from typing import Any
 
 from kubernetes.utils import parse_quantity
@@ -38,6 +42,22 @@ EXECUTOR_CONTAINER = "executor"
 _VOLUME_SPEC = "query"
 _VOLUME_CHECKPOINT = "checkpoint"
 _VOLUME_TMP = "tmp"
+_VOLUME_AUTH = "spark-auth"
+
+# Spark's shared secret of driver and executors (spark.authenticate). The driver reads it
+# from a file, mounted under /var/run/secrets (which the policy keeps checkpoints away
+# from; not SECRETS_MOUNT_DIR, where the tenant's own Secrets are mounted by name), and
+# uses the file's bytes in base64 as the key. Executors cannot read a key file (Spark
+# reads one only where spark.master names Kubernetes, and their startup conf has no
+# master): they get that same base64 text in _SPARK_AUTH_SECRET, Spark's variable for
+# it, by reference to the Secret's second key, not by value.
+AUTH_SECRET_KEY = "secret"
+AUTH_SECRET_BASE64_KEY = "secret-base64"
+AUTH_MOUNT_DIR = "/var/run/secrets/streamq-spark-auth"
+AUTH_SECRET_FILE = f"{AUTH_MOUNT_DIR}/{AUTH_SECRET_KEY}"
+AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"  # org.apache.spark.SecurityManager.ENV_AUTH_SECRET
+AUTH_SECRET_BYTES = 32
+COMPONENT_SPARK_AUTH = "spark-auth"  # the label of the query's Spark auth Secret
 
 
 def image_of(spec: QuerySpec, settings: Settings) -> str:
@@ -81,6 +101,35 @@ def checkpoint_mount_path(location: str) -> str | None:
     return path if parent in ("/", "") else parent
 
 
+def uses_spark_auth(run: Run) -> bool:
+    """Driver and executors talk over the network: pod backend with executors (the
+    SparkApplication backend leaves Spark's security to kubeflow's operator)."""
+    return run.uses_executors and run.spec.runtime.backend is Backend.POD
+
+
+def auth_secret_name(query: str) -> str:
+    return names.child_name(query, "spark-auth")
+
+
+def auth_conf(run: Run) -> dict[str, str]:
+    """Spark's RPC authentication and AES encryption between driver and executors, and
+    encrypted shuffle and spill files, keyed by the query's Secret. Without a key file for
+    executors Spark would put a key it generates, by value, into every executor pod's
+    environment (readable by anyone who can read pods): the executor file setting turns
+    that off, and the executors' variable references the Secret instead (see above)."""
+    if not uses_spark_auth(run):
+        return {}
+    secret = auth_secret_name(run.query)
+    return {
+        "spark.authenticate": "true",
+        "spark.authenticate.secret.driver.file": AUTH_SECRET_FILE,
+        "spark.authenticate.secret.executor.file": AUTH_SECRET_FILE,
+        f"spark.kubernetes.executor.secretKeyRef.{AUTH_SECRET_ENV}": f"{secret}:{AUTH_SECRET_BASE64_KEY}",
+        "spark.network.crypto.enabled": "true",
+        "spark.io.encryption.enabled": "true",
+    }
+
+
 def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
     """Spark's client mode on Kubernetes: the driver pod starts executor pods itself."""
     if not run.uses_executors:
@@ -115,6 +164,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
             "spark.kubernetes.executor.useDriverPodIP": "false",
         })  # fmt: skip
     conf.update(_executor_checkpoint_conf(run))
+    conf.update(auth_conf(run))
     return conf
 
 
@@ -190,6 +240,37 @@ def executor_pod_template(settings: Settings) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _auth_volume(secret: str) -> dict[str, Any]:
+    return {"name": _VOLUME_AUTH, "secret": {"secretName": secret, "defaultMode": 0o440,
+                                             "items": [{"key": AUTH_SECRET_KEY, "path": AUTH_SECRET_KEY}]}}
+
+
+def _auth_mount() -> dict[str, Any]:
+    return {"name": _VOLUME_AUTH, "mountPath": AUTH_MOUNT_DIR, "readOnly": True}
+
+
+def auth_secret(run: Run, key: bytes | None = None) -> dict[str, Any] | None:
+    """The query's Spark auth Secret, with a new random key (``key`` for tests). It is only
+    ever created, never updated: a retry or the next attempt finds the first one and keeps
+    it (kube.create ignores "already exists"), and it goes with the StreamingQuery that owns
+    it. The value is in no log, status, event or ConfigMap: only this object holds it."""
+    if not uses_spark_auth(run):
+        return None
+    value = key if key is not None else secrets.token_bytes(AUTH_SECRET_BYTES)
+    as_spark_sees_it = base64.b64encode(value)  # what the driver makes of the file's bytes
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(auth_secret_name(run.query), run, COMPONENT_SPARK_AUTH),
+        "type": "Opaque",
+        "immutable": True,
+        "data": {
+            AUTH_SECRET_KEY: base64.b64encode(value).decode(),
+            AUTH_SECRET_BASE64_KEY: base64.b64encode(as_spark_sees_it).decode(),
+        },
+    }
+
+
 def config_map(run: Run, settings: Settings) -> dict[str, Any]:
     data = {SPEC_FILE_NAME: json.dumps(query_document(run, settings), indent=2, sort_keys=True) + "\n"}
     if run.uses_executors:
@@ -253,6 +334,9 @@ def volumes(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if source is not None:
             vols.append({"name": _VOLUME_CHECKPOINT, **source})
             mounts.append({"name": _VOLUME_CHECKPOINT, "mountPath": mount})
+    if uses_spark_auth(run):
+        vols.append(_auth_volume(auth_secret_name(run.query)))
+        mounts.append(_auth_mount())
     for i, secret in enumerate(_secret_names(run.spec)):
         vols.append({"name": f"kafka-auth-{i}", "secret": {"secretName": secret, "defaultMode": 0o440}})
         mounts.append({"name": f"kafka-auth-{i}", "mountPath": f"{SECRETS_MOUNT_DIR}/{secret}", "readOnly": True})
@@ -398,6 +482,9 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
 def children(run: Run, settings: Settings) -> list[dict[str, Any]]:
     """Everything one attempt needs, in creation order (the driver last)."""
     objs = [config_map(run, settings)]
+    secret = auth_secret(run)
+    if secret is not None:  # before the driver, which mounts it
+        objs.append(secret)
     service = driver_service(run)
     if service is not None:
         objs.append(service)

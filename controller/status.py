@@ -2,11 +2,15 @@
 from too) and the helpers that read and write it.
 
     phase, mode, message, observedGeneration     what the query is doing, in short
-    conditions[Ready, Progressing, Degraded]     for kubectl wait and dashboards
+    conditions[Ready, Progressing, Reconciling,  for kubectl wait, kstatus (Flux), Argo CD and dashboards
+               Stalled, Degraded]               (docs/gitops.md)
     driver, driverKind, attempt, driverStartTime the current driver (pod or SparkApplication)
     restarts, nextRestartTime, lastFailure       failures and the backoff between restarts
     checkpoint{location, resets}                 where the running query keeps its state
-    lastReconciledSpec                           the spec the current checkpoint was written with
+    reconciled                                   what the checkpoint gate needs of the spec the
+                                                 current checkpoint was written with: its hash,
+                                                 checkpoint location, source and mode (not the spec:
+                                                 status stays small and carries no sparkConf)
     progress                                     the latest progress record the driver printed: last
                                                  epoch/batch, committed offsets, lag, partitions, slots, health
 """
@@ -16,10 +20,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from app.contract.compat import SourceIdentity
+from app.contract.spec import QuerySpec
 from controller.phases import ConditionType, Phase
+from controller.run import fields_hash
 
 
 class StatusModel(BaseModel):
@@ -50,6 +57,47 @@ class CheckpointStatus(StatusModel):
     resets: int = Field(default=0, description="Fresh checkpoints made for incompatible changes.")
 
 
+class ReconciledSource(StatusModel):
+    kind: str = Field(description="kafka, rate, ...")
+    topics: list[str] | None = Field(default=None, description="Kafka topics, sorted.")
+    pattern: str | None = Field(default=None, description="Kafka topic pattern.")
+
+
+class Reconciled(StatusModel):
+    """What the checkpoint gate needs of the spec the current checkpoint was written with:
+    whether a new spec differs at all (the hash), and whether the checkpoint can take the
+    difference (its location, source and mode; app.contract.compat)."""
+
+    spec_hash: str = Field(description="Hash of the fields a driver runs (controller.run.fields_hash).")
+    checkpoint_location: str = Field(description="spec.checkpoint.location of that spec.")
+    source: ReconciledSource
+    mode: str | None = Field(default=None, description="Its trigger mode.")
+
+    @classmethod
+    def of(cls, spec: QuerySpec) -> "Reconciled":
+        identity = SourceIdentity.of(spec)
+        topics = sorted(identity.topics) if identity.topics is not None else None
+        return cls(
+            spec_hash=fields_hash(spec), checkpoint_location=spec.checkpoint.location, mode=str(spec.mode),
+            source=ReconciledSource(kind=identity.kind, topics=topics, pattern=identity.pattern),
+        )  # fmt: skip
+
+    @classmethod
+    def of_json(cls, text: str | None) -> "Reconciled | None":
+        """From a spec's JSON; None when the current model cannot read it (written by an older one)."""
+        if not text:
+            return None
+        try:
+            return cls.of(QuerySpec.model_validate_json(text))
+        except ValueError:
+            return None
+
+    @property
+    def source_identity(self) -> SourceIdentity:
+        s = self.source
+        return SourceIdentity(kind=s.kind, topics=frozenset(s.topics) if s.topics is not None else None, pattern=s.pattern)
+
+
 class QueryStatus(StatusModel):
     phase: Phase | None = None
     mode: str | None = Field(default=None, description="The trigger mode: continuous, realTime, microBatch, availableNow.")
@@ -63,8 +111,12 @@ class QueryStatus(StatusModel):
     next_restart_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     last_failure: Failure | None = None
     checkpoint: CheckpointStatus | None = None
-    last_reconciled_spec: str | None = Field(
-        default=None, description="JSON of the spec the current driver was started with."
+    reconciled: Reconciled | None = None
+    # Written by streamq 0.1.0: the whole spec. Read once (into `reconciled`) and never
+    # written again, so the first status patch of this operator removes it (status_patch).
+    legacy_spec: str | None = Field(
+        default=None, alias="lastReconciledSpec", exclude=True,
+        description="Deprecated: the whole last spec, as streamq 0.1.0 kept it; replaced by reconciled.",
     )
     conditions: list[Condition] = Field(default_factory=list)
     progress: dict[str, Any] | None = Field(
@@ -75,6 +127,20 @@ class QueryStatus(StatusModel):
             "health (Healthy/Stalled), updatedAt."
         ),
     )
+
+    @model_validator(mode="after")
+    def _read_legacy_spec(self) -> "QueryStatus":
+        if self.reconciled is None and self.legacy_spec:
+            self.reconciled = Reconciled.of_json(self.legacy_spec)
+        self.legacy_spec = None
+        return self
+
+    def _record_spec(self, text: str) -> None:
+        self.reconciled = Reconciled.of_json(text)
+
+    # Write-only: the decision code that starts a driver sets it to the JSON of the spec the
+    # driver runs (load.dump_spec); status keeps only what the gate needs of it.
+    last_reconciled_spec = property(fset=_record_spec, doc="Record the spec a new driver runs (write-only).")
 
     @classmethod
     def parse(cls, raw: Any) -> "QueryStatus":

@@ -23,19 +23,20 @@ unit test. The rules, in the order ``decide`` applies them:
     drivers     starting, replacing and stopping the driver
     restart     exit codes, backoff, maxRestarts, stableAfter
     health      stalls, silence and lost checkpoints the running driver reports
-    conditions  Ready, Progressing and Degraded
+    conditions  Ready, Progressing, Reconciling, Stalled and Degraded
 """
 
 from __future__ import annotations
 
-from app.contract.load import dump_spec, validate_spec
+from app.contract.load import validate_spec
 from app.contract.problems import SpecError
 from controller.decide import drivers, restart
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs
-from controller.decide.gate import checkpoint_gate
+from controller.decide.gate import checkpoint_gate, held
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
+from controller.status import Reconciled
 
 __all__ = ["CreateDriver", "Decision", "DeleteDriver", "Event", "Inputs", "creation_failed", "decide"]
 
@@ -58,9 +59,9 @@ def decide(inputs: Inputs) -> Decision:
         d.status.progress = {**inputs.progress, "attempt": old.attempt}
 
     # 2. the checkpoint gate
-    last, run_spec, checkpoint = checkpoint_gate(d, desired)
+    run_spec, checkpoint = checkpoint_gate(d, desired)
     run_hash = spec_hash(run_spec, checkpoint.location)
-    d.status.mode = run_spec.mode
+    d.status.mode = run_spec.mode if d.refusal is None else (old.mode or run_spec.mode)  # refused: the old one runs
 
     # the current driver: the newest of ours; older ones must go
     attempt = max([old.attempt, *[x.attempt or 0 for x in mine]])
@@ -72,7 +73,7 @@ def decide(inputs: Inputs) -> Decision:
     if current is not None and old.attempt < attempt:  # created, but the status write was lost
         d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
         if current.spec_hash == run_hash:
-            d.status.last_reconciled_spec = dump_spec(run_spec)
+            d.status.reconciled = Reconciled.of(run_spec)
             d.status.checkpoint = checkpoint
 
     # 3. terminal phases stay until the spec changes
@@ -94,6 +95,12 @@ def decide(inputs: Inputs) -> Decision:
     if run_spec.suspend:
         return drivers.suspend(d, current)
 
+    # a refused change: the previous spec's driver goes on; none is started (gate.held)
+    if d.refusal is not None:
+        if current is None:
+            return held(d)
+        run_hash = current.spec_hash
+
     # 5. no driver: create one, unless another still exists or a backoff runs
     if current is None:
         return drivers.no_driver(d, run_spec, checkpoint, attempt, blockers)
@@ -105,19 +112,14 @@ def decide(inputs: Inputs) -> Decision:
 
     # 6. a driver exists
     if current.spec_hash != run_hash:
-        return drivers.replace_outdated(d, current, last, run_spec, checkpoint.location)
+        return drivers.replace_outdated(d, current, None, run_spec, checkpoint.location)
     if current.phase is DriverPhase.RUNNING:
         return drivers.running(d, current, run_spec)
     if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
         d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"
         return d.finish("wait")
-    if current.active:
-        message = f"driver {current.name} is starting" + (f" ({current.waiting})" if current.waiting else "")
-        if old.phase is not Phase.STARTING:
-            d.phase(Phase.STARTING, Reason.DRIVER_STARTING, message)
-        elif current.waiting:
-            d.status.message = message  # e.g. ErrImagePull: say so while it lasts
-        return d.finish("wait")
+    if current.active:  # on its way, or blocked by a cause outside the spec (a missing PVC...)
+        return drivers.starting(d, current)
     return restart.ended(d, current, run_spec)
 
 

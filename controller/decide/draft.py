@@ -76,6 +76,7 @@ class Draft:
     refusal: str | None = None  # the checkpoint gate refused the spec
     stall: str | None = None  # the running driver reports a stall
     silence: str | None = None  # the running driver stopped reporting
+    blocked: str | None = None  # the driver cannot start (unschedulable, an image it cannot pull)
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
     requeue: list = field(default_factory=list)
@@ -107,7 +108,7 @@ class Draft:
     def finish(self, verb: str) -> Decision:
         self.status.conditions = conditions(
             self.old, self.status, self.reason, refusal=self.refusal, stall=self.stall, silence=self.silence,
-            now=self.inputs.now, generation=self.inputs.generation,
+            now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
         )  # fmt: skip
         return Decision(
             verb=verb,

@@ -16,7 +16,7 @@ from app.contract.spec import QuerySpec
 from controller.decide import health, restart
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
 from controller.observe import Driver
-from controller.phases import Phase, Reason
+from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
 from controller.status import CheckpointStatus, format_time, parse_time
 
@@ -115,6 +115,49 @@ def _only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: Q
         and run_fields(last.model_copy(update={"restart_nonce": None}))
         == run_fields(run_spec.model_copy(update={"restart_nonce": None}))
     )
+
+
+# Kubernetes reasons that name one cause: the kubelet alternates them between pulls, and a
+# condition that flapped between them would post an event each time.
+_SAME_CAUSE = {
+    "ErrImagePull": Reason.IMAGE_PULL_FAILED,
+    "ImagePullBackOff": Reason.IMAGE_PULL_FAILED,
+    "ErrImageNeverPull": Reason.IMAGE_PULL_FAILED,
+    "RegistryUnavailable": Reason.IMAGE_PULL_FAILED,
+}
+
+
+def blocked_reason(waiting_reason: str) -> str:
+    """The condition reason of a driver that cannot start: Kubernetes' own reason
+    (Unschedulable, InvalidImageName, CreateContainerConfigError...), one per cause."""
+    return _SAME_CAUSE.get(waiting_reason, waiting_reason)
+
+
+def starting(d: Draft, current: Driver) -> Decision:
+    """A driver that exists and does not run yet: on its way, or blocked by a cause outside
+    the spec (a missing PVC or Secret, an image it cannot pull, too little room on the
+    nodes). Blocked is said at once, in the message, the reason and one Warning event, and
+    stays Starting: the pod starts by itself once the cause is fixed, and nothing here
+    counts as a restart."""
+    old = d.old
+    previous = old.condition(ConditionType.DEGRADED)
+    was_blocked = old.phase is Phase.STARTING and previous is not None and previous.status == "True" and (
+        previous.reason != Reason.INCOMPATIBLE_CHANGE
+    )
+    if current.waiting_reason is None:
+        if old.phase is not Phase.STARTING or was_blocked:
+            d.phase(Phase.STARTING, Reason.DRIVER_STARTING, f"driver {current.name} is starting")
+        return d.finish("wait")
+    reason = blocked_reason(current.waiting_reason)
+    message = f"driver {current.name} cannot start (it starts by itself once this is fixed): {current.waiting}"
+    same_cause = was_blocked and previous.reason == reason
+    if same_cause and current.waiting_reason.endswith("BackOff") and old.message:
+        message = old.message  # a back-off says less than the failure before it did
+    if not same_cause:
+        d.event("Warning", reason, message)
+    d.phase(Phase.STARTING, reason, message)
+    d.blocked = message
+    return d.finish("wait")
 
 
 def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:

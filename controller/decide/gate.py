@@ -2,9 +2,18 @@
 
 A change the checkpoint cannot take (app.contract.compat: the source's kind,
 topics or pattern; state the new spec would not keep, as the job reported the
-checkpoint holds) is refused, and the previous spec keeps running, unless the
-checkpoint location changed too, or ``onIncompatibleChange: newCheckpoint`` asks
-for a fresh checkpoint next to the old one.
+checkpoint holds) is refused, unless the checkpoint location changed too, or
+``onIncompatibleChange: newCheckpoint`` asks for a fresh checkpoint next to the
+old one.
+
+What the gate compares with is ``status.reconciled``: a hash and the few fields
+of the last started spec a checkpoint depends on, not the spec itself (status
+stays small and holds no copy of sparkConf). So a refused change keeps the
+previous spec's driver running, but the operator cannot start that spec again:
+when its driver ends (or the query is suspended and resumed) nothing runs until
+the spec is one the checkpoint can take. The job refuses an incompatible
+checkpoint on its own too (app/run.py), so no path writes a checkpoint the
+spec cannot read.
 """
 
 from __future__ import annotations
@@ -13,47 +22,45 @@ from typing import Any
 
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract.spec import IncompatibleChange, QuerySpec
-from controller.decide.draft import Draft
-from controller.phases import ConditionType, Reason
-from controller.run import run_fields
-from controller.status import CheckpointStatus
+from controller.decide.draft import Decision, Draft
+from controller.phases import ConditionType, Phase, Reason
+from controller.run import fields_hash
+from controller.status import CheckpointStatus, Reconciled
 
 
-def load_last_spec(text: str | None) -> QuerySpec | None:
-    if not text:
-        return None
-    try:
-        return QuerySpec.model_validate_json(text)
-    except ValueError:
-        return None  # written by an older model: treated as unknown
-
-
-def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec | None, QuerySpec, CheckpointStatus]:
-    """(the last reconciled spec, the spec to run, the checkpoint to run it on). A refusal
-    is left in ``d.refusal`` (and said in an event when it is new)."""
+def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec, CheckpointStatus]:
+    """(the spec to run, the checkpoint to run it on). A refusal is left in ``d.refusal``
+    (and said in an event when it is new): the spec returned is then the desired one,
+    which is not started (``held``); only its ``suspend`` and restart policy apply."""
     old = d.old
-    last = load_last_spec(old.last_reconciled_spec)
-    run_spec = desired
+    last = old.reconciled
     incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
     if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE:
-        d.refusal = refusal(incompatible, last.checkpoint.location) + " The previous spec keeps running."
-        run_spec = last.model_copy(update={"suspend": desired.suspend})
+        d.refusal = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
         previous = old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.INCOMPATIBLE_CHANGE or previous.message != d.refusal:
             d.event("Warning", Reason.INCOMPATIBLE_CHANGE, d.refusal)
         incompatible = None
     checkpoint = _effective_checkpoint(desired, last, old.checkpoint, fresh=incompatible is not None)
-    return last, run_spec, checkpoint
+    return desired, checkpoint
 
 
-def _incompatibility(last: QuerySpec | None, desired: QuerySpec, current: CheckpointStatus | None,
+def held(d: Draft) -> Decision:
+    """A refused change and no driver of the previous spec: nothing to start (see above)."""
+    d.status.driver_start_time, d.status.next_restart_time = None, None
+    d.phase(Phase.PENDING, Reason.INCOMPATIBLE_CHANGE,
+            "no driver runs: the previous spec's driver is gone and the new spec is refused (see Degraded)")  # fmt: skip
+    return d.finish("refused")
+
+
+def _incompatibility(last: Reconciled | None, desired: QuerySpec, current: CheckpointStatus | None,
                      progress: dict[str, Any] | None) -> str | None:  # fmt: skip
     """The first reason the desired spec cannot run on the current checkpoint: from the spec it
     was written with, else from what the job reported the checkpoint holds."""
-    if last is None or desired.checkpoint.location != last.checkpoint.location:
+    if last is None or desired.checkpoint.location != last.checkpoint_location:
         return None
-    found = spec_differences(last, desired)
-    if not found and current is not None and run_fields(last) != run_fields(desired):
+    found = spec_differences(last.source_identity, desired)
+    if not found and current is not None and last.spec_hash != fields_hash(desired):
         holds = Holds.from_json((progress or {}).get("checkpointHolds"))
         if holds is not None and (progress or {}).get("checkpoint") == current.location:
             found = checkpoint_differences(holds, desired)
@@ -61,10 +68,10 @@ def _incompatibility(last: QuerySpec | None, desired: QuerySpec, current: Checkp
 
 
 def _effective_checkpoint(
-    desired: QuerySpec, last: QuerySpec | None, current: CheckpointStatus | None, fresh: bool
+    desired: QuerySpec, last: Reconciled | None, current: CheckpointStatus | None, fresh: bool
 ) -> CheckpointStatus:
     location = desired.checkpoint.location
-    if last is None or current is None or last.checkpoint.location != location:
+    if last is None or current is None or last.checkpoint_location != location:
         return CheckpointStatus(location=location, resets=0)
     if fresh:
         resets = current.resets + 1

@@ -40,7 +40,7 @@ def test_ready_condition_works_with_kubectl_wait(cluster, operator, kube_apiserv
     status = cluster.status("q")
     assert status["phase"] == "Running" and status["observedGeneration"] == 1
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
-    assert conditions == {"Ready": "True", "Progressing": "False", "Degraded": "False"}
+    assert conditions == {"Ready": "True", "Progressing": "False", "Reconciling": "False", "Stalled": "False", "Degraded": "False"}
     cluster.wait_event("q", "DriverRunning")
 
 
@@ -54,10 +54,10 @@ def test_printer_columns(cluster, operator, kube_apiserver):
         "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", "q",
         {"status": {"progress": {"batchId": 42, "totalLag": 17, "slots": 4, "health": {"state": "Healthy"}}}})  # fmt: skip
     out = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq").stdout.splitlines()
-    assert out[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
-    assert out[1].split()[:6] == ["q", "Running", "continuous", "0", "42", "17"]
+    assert out[0].split() == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
+    assert out[1].split()[:7] == ["q", "Running", "DriverRunning", "continuous", "0", "42", "17"]
     wide = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[:10] == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "HEALTH", "LAST-COMMIT", "SLOTS", "DRIVER"]
+    assert wide[0].split()[:11] == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "HEALTH", "LAST-COMMIT", "SLOTS", "DRIVER"]
     assert "q-driver-1" in wide[1] and "Healthy" in wide[1]
     assert "q" in kube_apiserver.kubectl("-n", cluster.namespace, "get", "streamq").stdout  # the category
 

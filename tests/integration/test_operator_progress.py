@@ -75,8 +75,8 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
         assert status["progress"]["partitions"] == {source: 3} and status["progress"]["slots"] == 2
         assert status["progress"]["health"]["state"] == "Healthy" and status["progress"]["attempt"] == 1
         row = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "q").stdout.splitlines()
-        assert row[0].split() == ["NAME", "PHASE", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
-        assert row[1].split()[:4] == ["q", "Running", "continuous", "0"] and row[1].split()[4] == "30"
+        assert row[0].split() == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
+        assert row[1].split()[:5] == ["q", "Running", "DriverRunning", "continuous", "0"] and row[1].split()[5] == "30"
         labels = f'namespace="{cluster.namespace}",query="q"'
         wait_for(lambda: f"streamq_query_lag_records{{{labels}}} 30.0" in scrape(metrics_port), 30, "the lag gauge")
         metrics = scrape(metrics_port)

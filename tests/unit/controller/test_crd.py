@@ -137,14 +137,14 @@ def test_status_subresource_columns_and_names(rendered, schema):
     assert names["shortNames"] == ["sq"] and names["kind"] == "StreamingQuery" and "streamq" in names["categories"]
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
-        "Phase": ".status.phase", "Mode": ".status.mode", "Restarts": ".status.restarts",
+        "Phase": ".status.phase", "Reason": '.status.conditions[?(@.type=="Ready")].reason', "Mode": ".status.mode", "Restarts": ".status.restarts",
         "Epoch": ".status.progress.batchId", "Lag": ".status.progress.totalLag",
         "Health": ".status.progress.health.state", "Last-Commit": ".status.progress.lastCommitTime",
         "Slots": ".status.progress.slots", "Driver": ".status.driver", "Message": ".status.message",
         "Age": ".metadata.creationTimestamp",
     }  # fmt: skip
     default_columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert default_columns == ["Phase", "Mode", "Restarts", "Epoch", "Lag", "Age"]
+    assert default_columns == ["Phase", "Reason", "Mode", "Restarts", "Epoch", "Lag", "Age"]
     status = schema["properties"]["status"]["properties"]
     for key in ("phase", "conditions", "observedGeneration", "driver", "restarts", "lastFailure", "progress", "lastReconciledSpec"):
         assert key in status, key

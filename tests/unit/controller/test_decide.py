@@ -57,9 +57,11 @@ def test_a_new_query_gets_its_first_driver():
     st = d.status
     assert (st.phase, st.attempt, st.driver, st.driver_kind, st.restarts) == (Phase.STARTING, 1, "q-driver-1", "Pod", 0)
     assert st.observed_generation == 1 and st.mode == "continuous"
-    assert json.loads(st.last_reconciled_spec)["source"]["kafka"]["topics"] == ["payments"]
+    assert (st.reconciled.source.kind, st.reconciled.source.topics) == ("kafka", ["payments"])
+    assert st.reconciled.checkpoint_location == "/checkpoints/q" and st.reconciled.mode == "continuous"
     assert st.checkpoint.location == "/checkpoints/q" and st.checkpoint.resets == 0
-    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Degraded": "False"}
+    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Reconciling": "True", "Stalled": "False",
+                              "Degraded": "False"}
     assert event_reasons(d) == [Reason.CREATED]
 
 
@@ -78,7 +80,8 @@ def test_a_running_driver_makes_the_query_ready_once():
     w.driver_runs()
     d = w.reconcile()
     assert d.status.phase is Phase.RUNNING
-    assert conditions(d.status) == {"Ready": "True", "Progressing": "False", "Degraded": "False"}
+    assert conditions(d.status) == {"Ready": "True", "Progressing": "False", "Reconciling": "False", "Stalled": "False",
+                                    "Degraded": "False"}
     assert d.status.driver_start_time == "2026-01-01T12:00:00Z"
     assert event_reasons(d) == [Reason.DRIVER_RUNNING]
     ready = d.status.condition(ConditionType.READY)
@@ -102,7 +105,8 @@ def test_a_failed_driver_is_restarted_after_the_backoff_on_the_same_checkpoint()
     assert st.next_restart_time == "2026-01-01T12:01:05Z"
     assert st.last_failure.exit_code == 70 and st.last_failure.attempt == 1
     assert "QUERY_FAILED: task failed" in st.last_failure.message
-    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Degraded": "True"}
+    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Reconciling": "True", "Stalled": "False",
+                              "Degraded": "True"}  # retried: not Stalled
     assert d.requeue_after == pytest.approx(5)
     assert event_reasons(d) == [Reason.DRIVER_FAILED] and d.events[0].type == "Warning"
     assert d.restarted
@@ -325,7 +329,7 @@ def test_a_driver_created_just_before_a_crash_is_adopted_not_duplicated():
     d = w.reconcile()
     assert not creates(d) and not deletes(d)
     assert d.status.attempt == 1 and d.status.driver == created.name
-    assert d.status.last_reconciled_spec is not None
+    assert d.status.reconciled == QueryStatus.model_validate(w.history[0].status.dump()).reconciled
 
 
 def test_an_older_attempt_still_present_is_deleted():
@@ -382,11 +386,14 @@ def test_a_real_change_with_a_nonce_is_a_spec_change():
     assert event_reasons(w.reconcile()) == [Reason.SPEC_CHANGED]
 
 
-def test_drivers_without_a_recorded_nonce_fall_back_to_the_last_reconciled_spec():
+def test_drivers_without_a_recorded_nonce_restart_on_a_new_nonce_as_on_a_spec_change():
+    """Status no longer keeps the last spec to tell a nonce-only change apart for a driver made
+    before the nonce annotation: it is still replaced, named as a spec change."""
     w = running_world()
     w.drivers[0] = replace(w.drivers[0], restart_nonce=None)  # made by an operator before the annotation
     w.edit(restartNonce="again")
-    assert event_reasons(w.reconcile()) == [Reason.RESTART_REQUESTED]
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-1"] and event_reasons(d) == [Reason.SPEC_CHANGED]
 
 
 @pytest.mark.parametrize(
@@ -408,9 +415,54 @@ def test_an_incompatible_source_change_is_refused_naming_the_field(change, field
     assert (degraded.status, degraded.reason) == ("True", Reason.INCOMPATIBLE_CHANGE)
     assert field in degraded.message and "spec.checkpoint.location" in degraded.message
     assert event_reasons(d) == [Reason.INCOMPATIBLE_CHANGE] and d.events[0].type == "Warning"
-    assert json.loads(d.status.last_reconciled_spec)["source"] == {"kafka": {"bootstrapServers": "kafka:9092", "topics": ["payments"], "startingOffsets": "latest", "options": {}}}
+    assert (d.status.reconciled.source.kind, d.status.reconciled.source.topics) == ("kafka", ["payments"])  # the old one
     again = w.reconcile()
     assert again.events == () and again.actions == ()  # said once
+
+
+def test_a_refused_change_does_not_restart_the_previous_spec_once_its_driver_ended():
+    """Status keeps a hash and the source of the previous spec, not the spec: its driver runs on,
+    but when it ends nothing is started until the spec is one the checkpoint can take."""
+    w = running_world()
+    w.edit(**{"source.kafka.topics": ["orders"]})
+    w.reconcile()
+    w.driver_exits(70)
+    w.settle()
+    w.advance(600)
+    w.settle()
+    assert not w.drivers and w.status.phase is Phase.PENDING
+    assert w.status.condition(ConditionType.READY).reason == Reason.INCOMPATIBLE_CHANGE
+    assert w.status.condition(ConditionType.DEGRADED).reason == Reason.INCOMPATIBLE_CHANGE
+    assert w.status.mode == "continuous"
+    w.edit(**{"source.kafka.topics": ["payments"], "transforms": [{"where": "value > 3"}]})  # compatible again
+    (create,) = creates(w.reconcile())
+    assert create.run.spec.transforms[0].where == "value > 3" and create.run.checkpoint_location == "/checkpoints/q"
+
+
+def test_status_keeps_what_the_gate_needs_not_the_spec():
+    w = World(base_spec(**{"runtime.sparkConf": {"spark.sql.shuffle.partitions": "7"}, "transforms": [{"where": "value > 424242"}]}))
+    w.reconcile()
+    text = json.dumps(w.status.dump())
+    assert "424242" not in text and "shuffle" not in text and "kafka:9092" not in text
+    assert set(w.status.dump()["reconciled"]) == {"specHash", "checkpointLocation", "source", "mode"}
+
+
+def test_a_status_written_by_the_previous_release_is_read_then_rewritten_without_the_spec():
+    """streamq 0.1.0 kept the whole spec in status.lastReconciledSpec: the gate still reads it
+    (one release), and the first status patch removes it."""
+    from app.contract.load import dump_spec, validate_spec
+    from controller.status import status_patch
+
+    w = running_world()
+    wire = w.status.dump()
+    del wire["reconciled"]
+    wire["lastReconciledSpec"] = dump_spec(validate_spec(w.spec))
+    w.status = QueryStatus.parse(wire)
+    w.edit(**{"source.kafka.topics": ["orders"]})
+    d = w.reconcile()
+    assert d.actions == () and d.status.condition(ConditionType.DEGRADED).reason == Reason.INCOMPATIBLE_CHANGE
+    patch = status_patch(wire, d.status.dump())
+    assert patch["lastReconciledSpec"] is None and patch["reconciled"]["source"]["topics"] == ["payments"]
 
 
 def test_reordering_topics_is_not_a_source_change():
@@ -475,7 +527,8 @@ def test_suspend_deletes_the_driver_and_resume_starts_a_new_one():
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and d.status.phase is Phase.SUSPENDED
     assert event_reasons(d) == [Reason.SUSPENDED]
-    assert conditions(d.status) == {"Ready": "False", "Progressing": "False", "Degraded": "False"}
+    assert conditions(d.status) == {"Ready": "False", "Progressing": "False", "Reconciling": "False", "Stalled": "False",
+                                    "Degraded": "False"}
     d = w.reconcile()
     assert d.actions == () and d.events == () and d.status.phase is Phase.SUSPENDED
     assert d.status.message.startswith("suspended")
@@ -648,9 +701,9 @@ def test_every_decision_reaches_a_steady_state_and_every_status_round_trips():
 def test_a_driver_that_cannot_start_says_why():
     w = World()
     w.reconcile()
-    w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "waiting": "ErrImagePull: image streamq:test not found"})
+    w.drivers[0] = replace(w.drivers[0], waiting="ErrImagePull: image streamq:test not found", waiting_reason="ErrImagePull")
     d = w.reconcile()
-    assert d.status.phase is Phase.STARTING and "ErrImagePull" in d.status.message
+    assert d.status.phase is Phase.STARTING and "ErrImagePull: image streamq:test not found" in d.status.message
     assert w.reconcile().status.dump() == d.status.dump()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -174,7 +175,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "automountServiceAccountToken" not in pod["spec"]
     assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
-    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Service", "Pod"]
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Secret", "Service", "Pod"]
 
 
 def test_a_service_account_from_the_spec_is_used():
@@ -308,3 +309,46 @@ def test_executors_start_from_a_restricted_read_only_template():
     assert not container["allowPrivilegeEscalation"]
     assert template["spec"]["containers"][0]["workingDir"] == "/tmp"  # writable: executors fetch jars into "."
     assert render.EXECUTOR_TEMPLATE_FILE not in render.config_map(make_run(), SETTINGS)["data"]  # no executors, no template
+
+
+def test_driver_and_executors_authenticate_and_encrypt_with_the_querys_own_secret():
+    run = make_run(base_spec(**{"runtime.executors": {"instances": 2}}))
+    conf = render.query_document(run, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert conf["spark.authenticate"] == "true" and conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.io.encryption.enabled"] == "true"
+    assert "spark.authenticate.secret" not in conf  # never the value
+    # the driver reads the key file; the executor file setting keeps Spark from putting its own
+    # key into the executors' env by value; they get the driver's key by reference instead
+    assert conf["spark.authenticate.secret.driver.file"] == conf["spark.authenticate.secret.executor.file"] == render.AUTH_SECRET_FILE
+    assert conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"] == f"payments-spark-auth:{render.AUTH_SECRET_BASE64_KEY}"
+
+    secret = render.auth_secret(run, key=b"k" * 32)
+    assert secret["metadata"]["name"] == "payments-spark-auth" and secret["metadata"]["namespace"] == "team-a"
+    assert secret["immutable"] is True
+    file_bytes = base64.b64decode(secret["data"][render.AUTH_SECRET_KEY])
+    executor_env = base64.b64decode(secret["data"][render.AUTH_SECRET_BASE64_KEY]).decode()
+    assert file_bytes == b"k" * 32
+    assert executor_env == base64.b64encode(file_bytes).decode()  # Spark's key from the driver's file: the same
+    a, b = render.auth_secret(run), render.auth_secret(run)
+    assert a["data"] != b["data"] and len(base64.b64decode(a["data"][render.AUTH_SECRET_KEY])) == 32  # random each time made
+    kinds = [c["kind"] for c in render.children(run, SETTINGS)]
+    assert kinds.index("Secret") < kinds.index("Pod")  # the driver mounts it
+
+    driver = render.driver_pod(run, SETTINGS)["spec"]
+    (volume,) = [v for v in driver["volumes"] if "secret" in v and v["secret"]["secretName"] == "payments-spark-auth"]
+    assert volume["secret"]["items"] == [{"key": render.AUTH_SECRET_KEY, "path": render.AUTH_SECRET_KEY}]
+    (mount,) = [m for m in driver["containers"][0]["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {"name": volume["name"], "mountPath": render.AUTH_MOUNT_DIR, "readOnly": True}
+    assert render.AUTH_SECRET_FILE == f"{mount['mountPath']}/{render.AUTH_SECRET_KEY}"
+    # the values are only in the Secret: not in the ConfigMap, the pods or the conf
+    rendered = json.dumps([c for c in render.children(run, SETTINGS) if c["kind"] != "Secret"])
+    for value in (*secret["data"].values(), executor_env):
+        assert value not in rendered
+
+
+def test_no_auth_secret_without_executors_or_with_spark_operator():
+    local = make_run()
+    assert render.auth_secret(local) is None and "spark.authenticate" not in render.query_document(local, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert "Secret" not in [c["kind"] for c in render.children(local, SETTINGS)]
+    spark_app = make_run(base_spec(**{"runtime.executors": {"instances": 2}, "runtime.backend": "sparkApplication"}))
+    assert render.auth_secret(spark_app) is None
