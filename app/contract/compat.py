@@ -7,8 +7,8 @@ other state either fails at start or, worse, runs and silently skips or
 replays records. Two comparisons, one vocabulary (each difference starts with
 the spec field to change):
 
-* ``spec_differences(old, new)``: the spec a checkpoint was written with vs a
-  new one (the operator, which keeps the last spec in status);
+* ``spec_differences(old, new)``: the source a checkpoint was written with
+  (a spec, or the :class:`SourceIdentity` the operator keeps in status) vs a new spec;
 * ``checkpoint_differences(holds, spec)``: what the checkpoint itself holds vs
   a spec (the job, which reads the checkpoint, and the operator, from what the
   job reported).
@@ -59,25 +59,44 @@ class Holds:
             return None
 
 
-def spec_differences(old: QuerySpec, new: QuerySpec) -> list[str]:
+@dataclass(frozen=True)
+class SourceIdentity:
+    """What of a spec's source its checkpoint depends on: the source's kind and, for Kafka,
+    the topics (a set: their order does not matter to Spark) or the pattern."""
+
+    kind: str
+    topics: frozenset[str] | None = None
+    pattern: str | None = None
+
+    @classmethod
+    def of(cls, spec: QuerySpec) -> "SourceIdentity":
+        kafka = spec.source.kafka
+        if kafka is None:
+            return cls(kind=spec.source.kind)
+        topics = frozenset(kafka.topics) if kafka.topics is not None else None
+        return cls(kind=spec.source.kind, topics=topics, pattern=kafka.pattern)
+
+
+def spec_differences(old: QuerySpec | SourceIdentity, new: QuerySpec) -> list[str]:
     """How the source changed in a way Spark cannot resume from, naming the field."""
-    if old.source.kind != new.source.kind:
-        return [f"spec.source changed from {old.source.kind} to {new.source.kind}"]
-    a, b = old.source.kafka, new.source.kafka
-    if a is None or b is None:
+    a = old if isinstance(old, SourceIdentity) else SourceIdentity.of(old)
+    b = SourceIdentity.of(new)
+    if a.kind != b.kind:
+        return [f"spec.source changed from {a.kind} to {b.kind}"]
+    if new.source.kafka is None:
         return []
     if (a.topics is None) != (b.topics is None):
         before = f"topics {sorted(a.topics)}" if a.topics is not None else f"pattern {a.pattern!r}"
         after = f"topics {sorted(b.topics)}" if b.topics is not None else f"pattern {b.pattern!r}"
         return [f"spec.source.kafka changed from {before} to {after}"]
-    if a.topics is not None and b.topics is not None and set(a.topics) != set(b.topics):
-        return [f"spec.source.kafka.topics changed from {sorted(set(a.topics))} to {sorted(set(b.topics))}"]
+    if a.topics is not None and b.topics is not None and a.topics != b.topics:
+        return [f"spec.source.kafka.topics changed from {sorted(a.topics)} to {sorted(b.topics)}"]
     if a.pattern != b.pattern:
         return [f"spec.source.kafka.pattern changed from {a.pattern!r} to {b.pattern!r}"]
     return []
 
 
-def source_change(old: QuerySpec, new: QuerySpec) -> str | None:
+def source_change(old: QuerySpec | SourceIdentity, new: QuerySpec) -> str | None:
     found = spec_differences(old, new)
     return found[0] if found else None
 
