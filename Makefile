@@ -38,6 +38,7 @@ unit: setup
 	$(PYTEST) -m unit -q
 
 integration: setup jars kube
+	@hack/install-prometheus.sh
 	$(PYTEST) -m integration
 
 e2e: setup jars kube

@@ -135,13 +135,6 @@ class QueryStatus(StatusModel):
         self.legacy_spec = None
         return self
 
-    def _record_spec(self, text: str) -> None:
-        self.reconciled = Reconciled.of_json(text)
-
-    # Write-only: the decision code that starts a driver sets it to the JSON of the spec the
-    # driver runs (load.dump_spec); status keeps only what the gate needs of it.
-    last_reconciled_spec = property(fset=_record_spec, doc="Record the spec a new driver runs (write-only).")
-
     @classmethod
     def parse(cls, raw: Any) -> "QueryStatus":
         if not isinstance(raw, dict):

@@ -11,6 +11,7 @@ start=$(date +%s)
 hack/bootstrap.sh
 hack/install-jars.sh
 hack/install-kube.sh
+hack/install-prometheus.sh  # promtool for the alert-rule tests
 # e2e tier (when it may run): node components, images, CoreDNS; STREAMQ_E2E_SKIP_INSTALL=1 skips it
 if [ $# -eq 0 ] || [[ "$*" == *e2e* ]]; then hack/install-node.sh; fi
 echo "test: tools ready after $(( $(date +%s) - start ))s" >&2

@@ -8,7 +8,6 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 
 from __future__ import annotations
 
-from app.contract.load import dump_spec
 from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
@@ -18,7 +17,7 @@ from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision,
 from controller.observe import Driver
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
-from controller.status import CheckpointStatus, format_time, parse_time
+from controller.status import CheckpointStatus, Reconciled, format_time, parse_time
 
 
 def invalid_spec(d: Draft, exc: SpecError) -> Decision:
@@ -76,7 +75,7 @@ def _create(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt
     st = d.status
     st.attempt, st.driver, st.driver_kind = attempt, run.driver_name, kind
     st.driver_start_time, st.next_restart_time = None, None
-    st.last_reconciled_spec = dump_spec(run_spec)
+    st.reconciled = Reconciled.of(run_spec)
     if old.checkpoint is not None and checkpoint.resets > old.checkpoint.resets:
         d.event("Normal", Reason.NEW_CHECKPOINT, f"the source changed: starting on a fresh checkpoint at {checkpoint.location}")
     st.checkpoint = checkpoint

@@ -69,6 +69,21 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
 
         pods = wait_for(running, 300, lambda: "2 executor pods Running" + "\n" + sq.describe(query), interval=2, ignore=(Exception,))
         print(sq.kubectl("get", "pods", "-l", f"streamq.io/query={query}", "-o", "wide").stdout)
+        # Spark's RPC is authenticated with the query's own Secret (the executors would not
+        # register without it), read from a file: the key is in no pod's spec.
+        import json
+
+        from controller.render import auth_secret_name
+
+        secret = json.loads(sq.kubectl("get", "secret", auth_secret_name(query), "-o", "json").stdout)
+        assert [o["kind"] for o in secret["metadata"]["ownerReferences"]] == ["StreamingQuery"]
+        spec_of_pods = sq.kubectl("get", "pods", "-l", f"streamq.io/query={query}", "-o", "json").stdout
+        for value in secret["data"].values():  # base64 of what Spark uses: the file and the key itself
+            assert value not in spec_of_pods
+        for pod in json.loads(spec_of_pods)["items"]:
+            for env in pod["spec"]["containers"][0].get("env", []):
+                if env["name"] == "_SPARK_AUTH_SECRET":
+                    assert "value" not in env and env["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
         figure("fraud filter (executor pods)", f"executor pods: {', '.join(p.split('=')[0] for p in pods)}")
 
     _run_fraud_filter(cluster, kafka, sq, name, {"runtime": runtime}, "fraud filter (executor pods, restricted)", executors_run,

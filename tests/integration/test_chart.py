@@ -100,8 +100,8 @@ def test_default_render_has_every_piece(helm, tmp_path):
     assert kinds.count("Deployment") == 1
     assert kinds.count("ServiceAccount") == 2  # operator + driver in the release namespace
     assert kinds.count("ClusterRole") == 3  # operator (cluster reads), operator (namespaced), driver
-    assert kinds.count("ClusterRoleBinding") == 2
-    assert kinds.count("RoleBinding") == 1  # driver, release namespace
+    assert kinds.count("ClusterRoleBinding") == 1  # the cluster-scoped reads only: namespaced by default
+    assert kinds.count("RoleBinding") == 2  # operator and driver, release namespace
     assert kinds.count("Service") == 1 and kinds.count("PodDisruptionBudget") == 1
     assert "ServiceMonitor" not in kinds and "ClusterKopfPeering" not in kinds and "KopfPeering" not in kinds
     for doc in docs:
@@ -119,7 +119,7 @@ def test_operator_deployment_is_restricted_probed_and_sized(helm, tmp_path):
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}  # never two standalone operators
     assert pod["serviceAccountName"] == "streamq-operator"
-    assert container["args"] == ["controller", "--all-namespaces"]
+    assert container["args"] == ["controller", "--namespace=streamq-system"]  # the release's namespace only
     assert container["imagePullPolicy"] == "IfNotPresent"
     # the restricted Pod Security Standard
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -199,7 +199,8 @@ def test_operator_deployment_matches_manifests_base(helm, tmp_path):
         return spec
 
     (base,) = [d for d in manifest_docs("operator.yaml") if d["kind"] == "Deployment"]
-    chart = one(render(helm, tmp_path, {"operator": {"watchNamespaces": []}}), "Deployment")
+    # manifests/base is the cluster-wide quick start; the chart is so only when asked
+    chart = one(render(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}}), "Deployment")
     assert pod(base) == pod(chart)
     assert (base["spec"]["replicas"], base["spec"]["strategy"]) == (chart["spec"]["replicas"], chart["spec"]["strategy"])
 
@@ -213,12 +214,31 @@ def test_driver_rbac_matches_manifests_base(helm, tmp_path):
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "streamq-driver", "namespace": "streamq-system"}]
 
 
-def test_nothing_grants_secrets_or_wildcards(helm, tmp_path):
+def test_nothing_reads_secrets_or_grants_wildcards(helm, tmp_path):
+    """The operator creates each query's Spark auth Secret and never reads one; drivers get none."""
     values = {"operator": {"replicas": 2, "peering": {"enabled": True}}, "driver": {"namespaces": ["team-a"]}}
     for doc in by_kind(render(helm, tmp_path, values), "ClusterRole"):
         for group, resource, verb in rule_set(doc["rules"]):
             assert "*" not in (group, resource, verb), doc["metadata"]["name"]
-            assert resource != "secrets", doc["metadata"]["name"]
+            if resource == "secrets":
+                assert (doc["metadata"]["name"], verb) == ("streamq-operator", "create")
+
+
+def test_the_default_serves_the_release_namespace_only(helm, tmp_path):
+    docs = render(helm, tmp_path)
+    operator_bindings = [b for b in by_kind(docs, "RoleBinding") if b["roleRef"]["name"] == "streamq-operator"]
+    assert [b["metadata"]["namespace"] for b in operator_bindings] == ["streamq-system"]
+    assert [b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")] == ["streamq-operator-cluster"]
+    cluster_reads = rule_set(one(docs, "ClusterRole", "-operator-cluster")["rules"])
+    assert {resource for _, resource, _ in cluster_reads} == {"customresourcedefinitions", "namespaces"}
+    assert all(verb in ("list", "watch") for _, _, verb in cluster_reads)
+
+
+def test_cluster_wide_is_an_explicit_choice(helm, tmp_path):
+    docs = render(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}})
+    assert operator_container(docs)["args"] == ["controller", "--all-namespaces"]
+    assert sorted(b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")) == ["streamq-operator", "streamq-operator-cluster"]
+    assert not [b for b in by_kind(docs, "RoleBinding") if b["roleRef"]["name"] == "streamq-operator"]
 
 
 def test_watch_namespaces_binds_per_namespace_only(helm, tmp_path):
@@ -229,10 +249,13 @@ def test_watch_namespaces_binds_per_namespace_only(helm, tmp_path):
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
     cluster_bindings = [b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")]
     assert cluster_bindings == ["streamq-operator-cluster"]  # only the cluster-scoped reads
+    # drivers that start executors find their account in every watched namespace
+    accounts = sorted(d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver")
+    assert accounts == ["streamq-system", "team-a", "team-b"]
 
 
 def test_peering_renders_the_peering_object_its_rbac_and_rolling_updates(helm, tmp_path):
-    docs = render(helm, tmp_path, {"operator": {"replicas": 2, "peering": {"enabled": True}}})
+    docs = render(helm, tmp_path, {"operator": {"replicas": 2, "peering": {"enabled": True}, "watchNamespaces": ["*"]}})
     assert one(docs, "ClusterKopfPeering")["metadata"]["name"] == "streamq"
     deployment = one(docs, "Deployment")
     assert deployment["spec"]["replicas"] == 2
@@ -246,6 +269,9 @@ def test_peering_renders_the_peering_object_its_rbac_and_rolling_updates(helm, t
     namespaced = render(helm, tmp_path, {"operator": {"peering": {"enabled": True, "name": "sq"}, "watchNamespaces": ["a", "b"]}})
     assert sorted(p["metadata"]["namespace"] for p in by_kind(namespaced, "KopfPeering")) == ["a", "b"]
     assert ("kopf.dev", "kopfpeerings", "patch") in rule_set(one(namespaced, "ClusterRole", "-operator")["rules"])
+    default = render(helm, tmp_path, {"operator": {"peering": {"enabled": True}}})
+    assert [p["metadata"]["namespace"] for p in by_kind(default, "KopfPeering")] == ["streamq-system"]
+    assert not by_kind(default, "ClusterKopfPeering")
 
 
 def test_driver_accounts_in_every_listed_namespace(helm, tmp_path):
@@ -254,6 +280,39 @@ def test_driver_accounts_in_every_listed_namespace(helm, tmp_path):
     assert accounts == ["streamq-system", "team-a", "team-b"]  # the release namespace once
     bindings = sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "streamq-driver")
     assert bindings == ["streamq-system", "team-a", "team-b"]
+
+
+def test_network_policy_is_off_by_default_and_limits_queries_when_on(helm, tmp_path):
+    assert not by_kind(render(helm, tmp_path), "NetworkPolicy")
+    values = {
+        "operator": {"watchNamespaces": ["team-a", "team-b"]},
+        "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"], "ports": [6443]},
+                          "kafka": {"cidrs": ["10.20.0.0/16"], "namespaceSelector": {"matchLabels": {"kafka": "yes"}}, "ports": [9092, 9093]}},
+    }  # fmt: skip
+    policies = by_kind(render(helm, tmp_path, values), "NetworkPolicy")
+    # where queries run: the watched namespaces, and the release's (it has a driver account)
+    assert sorted(p["metadata"]["namespace"] for p in policies) == ["streamq-system", "team-a", "team-b"]
+    spec = policies[0]["spec"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    selects = spec["podSelector"]
+    assert selects["matchLabels"] == {"app.kubernetes.io/managed-by": "streamq"}
+    assert selects["matchExpressions"] == [{"key": "streamq.io/component", "operator": "In", "values": ["driver", "executor"]}]
+    assert spec["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}}}]}]
+    egress = spec["egress"]
+    assert egress[0] == {"to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}}}]}
+    assert {p["port"] for p in egress[1]["ports"]} == {53}
+    assert egress[2] == {"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"protocol": "TCP", "port": 6443}]}
+    assert egress[3]["to"] == [{"ipBlock": {"cidr": "10.20.0.0/16"}}, {"namespaceSelector": {"matchLabels": {"kafka": "yes"}}}]
+    assert [p["port"] for p in egress[3]["ports"]] == [9092, 9093]
+    assert len(egress) == 4  # nothing else leaves
+    # the labels it selects are the ones the operator puts on drivers and executors
+    from app.contract.names import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY
+    from controller import names
+
+    for component in (names.COMPONENT_DRIVER, names.COMPONENT_EXECUTOR):
+        labels = names.labels("q", component, 1)
+        assert labels[LABEL_MANAGED_BY] == MANAGED_BY == selects["matchLabels"][LABEL_MANAGED_BY]
+        assert labels[LABEL_COMPONENT] in selects["matchExpressions"][0]["values"]
 
 
 def test_metrics_off_and_service_monitor_on(helm, tmp_path):
@@ -296,10 +355,12 @@ def test_notes_tell_how_to_load_the_image_and_apply_a_first_query(helm, tmp_path
     sample = REPO_ROOT / "examples" / "rate-to-console.yaml"
     assert doc["spec"] == yaml.safe_load(sample.read_text())["spec"], "NOTES' first query drifted from examples/rate-to-console.yaml"
     assert "kubectl wait sq/rate-to-console --for=condition=Ready" in notes
-    assert "kubectl apply -n default" in notes
+    assert "kubectl apply -n streamq-system" in notes and "the namespaces streamq-system" in notes
 
     namespaced = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a"]}})
     assert "kubectl apply -n team-a" in namespaced and "the namespaces team-a" in namespaced
+    everywhere = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}})
+    assert "kubectl apply -n default" in everywhere and "every namespace" in everywhere
 
 
 # ---------------------------------------------------------------- values.schema.json
@@ -308,6 +369,8 @@ GOOD_VALUES = {
     "defaults": {},
     "two peered replicas": {"operator": {"replicas": 2, "peering": {"enabled": True}}},
     "namespaced operator": {"operator": {"watchNamespaces": ["team-a", "team-b"]}, "driver": {"namespaces": ["team-a"]}},
+    "cluster-wide operator": {"operator": {"watchNamespaces": ["*"]}},
+    "network policy": {"networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"]}, "kafka": {"cidrs": ["fd00::/64"]}}},
     "metrics off": {"metrics": {"enabled": False, "port": 9090}},
     "service monitor": {"metrics": {"enabled": True, "port": 9100, "serviceMonitor": {"enabled": True, "interval": "15s"}}},
     "private registry image": {"image": {"repository": "registry.local:5000/data/streamq", "tag": "0.1.1", "pullPolicy": "Never"}},
@@ -332,6 +395,8 @@ BAD_VALUES = {
     "misspelt top-level key": {"replicaCount": 2},
     "misplaced key": {"operator": {"image": "streamq:0.1.0"}},
     "namespace not a DNS label": {"operator": {"watchNamespaces": ["Team_A"]}},
+    "everything and a namespace": {"operator": {"watchNamespaces": ["*", "team-a"]}},
+    "kafka address not a CIDR": {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["kafka:9092"]}}},
     "port out of range": {"metrics": {"port": 70000}},
     "not a quantity": {"operator": {"resources": {"requests": {"cpu": "lots"}}}},
     "env var without a name": {"operator": {"extraEnv": [{"value": "x"}]}},

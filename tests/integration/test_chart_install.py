@@ -74,6 +74,18 @@ def test_a_privileged_pod_is_refused_there(kube_apiserver, installed):
     assert result.returncode != 0 and "restricted" in result.stderr
 
 
+def test_the_network_policy_is_accepted_by_the_api_server(kube_apiserver, installed, helm):
+    out = subprocess.run(
+        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"), "--namespace", NAMESPACE,
+         "--set", "networkPolicy.enabled=true", "--set", "networkPolicy.apiServer.cidrs={10.0.0.1/32}",
+         "--set", "networkPolicy.kafka.cidrs={10.20.0.0/16}", "--show-only", "templates/networkpolicy.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "kind: NetworkPolicy" in out
+    result = kube_apiserver.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=out, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 SAMPLES = sorted(p for p in (ROOT / "manifests" / "samples").glob("*.yaml") if p.name != "kustomization.yaml")
 
 

@@ -5,11 +5,17 @@ broke named where the user looks, and no pod is ever created."""
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
+from controller import names
 from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY
+from tests.support.jobs import JobProcess
+from tests.support.kubelet_logs import KubeletLogs
+from tests.support.operator import unique
 from tests.support.specs import query_spec
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -76,3 +82,64 @@ def test_a_password_in_a_secret_appears_nowhere_the_operator_writes(cluster, ope
     for text in seen:
         assert PASSWORD not in text
     assert "kafka-creds" in seen[3] and "kafka-creds" in seen[2]  # referenced by name, mounted by the pod
+
+
+@pytest.fixture
+def kubelet(cluster, tmp_path):
+    """Serves a local job's log where the API server asks the driver's kubelet for it."""
+    logs = KubeletLogs(tmp_path)
+    logs.node = unique("node")
+    logs.register_node(cluster.core, logs.node)
+    yield logs
+    logs.stop()
+    cluster.core.delete_node(logs.node)
+
+
+def test_console_rows_of_a_real_driver_carry_the_password_and_nothing_the_operator_writes_does(
+    cluster, start_operator, kube_apiserver, kafka_broker, kafka_topic, kubelet, tmp_path
+):
+    """The password of the tenant's Secret is in the records its query reads, and the console
+    sink prints those rows: the driver runs for real (the job from the document the operator
+    wrote, real Spark and Kafka), its log holds the password, and the operator reads that log
+    for progress. Status, events, ConfigMaps, pods, Secrets and the operator's log must not."""
+    from kubernetes import client
+
+    operator = start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS="1")
+    cluster.core.create_namespaced_secret(cluster.namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="kafka-creds"), string_data={"username": "app", "password": PASSWORD}))  # fmt: skip
+    topic = kafka_topic()
+    kafka_broker.produce(topic, [(f"k{i}", json.dumps({"id": i, "note": f"pin {PASSWORD}"})) for i in range(5)])
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=topic, location=tmp_path / "ck", mode="microBatch",
+                      transforms=[{"select": ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value"]}],
+                      sink={"console": {"numRows": 20, "truncate": False}}, runtime={"parallelism": 2})  # fmt: skip
+    cluster.apply("rows", spec)
+    pod = cluster.wait_driver("rows", 1).metadata.name
+    document = tmp_path / "query.json"
+    document.write_text(json.dumps(cluster.query_document("rows")))
+    kubelet.bind(cluster.core, cluster.namespace, pod, kubelet.node)
+    job = JobProcess(document, tmp_path, env={"STREAMQ_WATCH_PERIOD_SECONDS": "1", "STREAMQ_REPORT_PERIOD_SECONDS": "1"})
+    kubelet.serve(cluster.namespace, pod, names.DRIVER_CONTAINER, job.log_path)
+    cluster.pod_runs(pod)
+    try:
+        wait_for(lambda: PASSWORD in job.log(), 180, lambda: "the console rows in the driver's log\n" + job.log()[-3000:])
+        # the operator has read the log since the rows were printed: the progress after them is in status
+        printed = len(job.records())
+        wait_for(lambda: len(job.records()) > printed, 60, "a progress record after the rows")
+        cluster.wait_status("rows", lambda s: (s.get("progress") or {}).get("totalLag") == 0, timeout=60,
+                            what="the progress after the rows in status")  # fmt: skip
+        assert PASSWORD in kube_apiserver.kubectl("-n", cluster.namespace, "logs", pod).stdout  # the API serves those rows
+        job.signal(signal.SIGTERM)
+        code = job.wait(60)
+    finally:
+        job.stop()
+    cluster.pod_dies(pod, code or 70, job.termination_message() or "stopped")
+    cluster.wait_status("rows", lambda s: s.get("phase") != "Running", what="the driver's end in status")
+    seen = {
+        "status": json.dumps(cluster.status("rows")),
+        "events": kube_apiserver.kubectl("-n", cluster.namespace, "get", "events", "-o", "json").stdout,
+        "configmaps": kube_apiserver.kubectl("-n", cluster.namespace, "get", "configmaps", "-o", "json").stdout,
+        "pods": kube_apiserver.kubectl("-n", cluster.namespace, "get", "pods", "-o", "json").stdout,
+        "operator log": operator.log_tail(10_000),
+    }
+    for where, text in seen.items():
+        assert PASSWORD not in text, where

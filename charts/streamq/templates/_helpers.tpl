@@ -64,9 +64,28 @@ app.kubernetes.io/component: operator
 {{- default (include "streamq.fullname" .) .Values.operator.peering.name }}
 {{- end }}
 
-{{/* Namespaces that get a driver ServiceAccount: the release's and the listed ones, once each. */}}
+{{/* Whether the operator serves every namespace: only when watchNamespaces is ["*"] (an explicit choice). */}}
+{{- define "streamq.clusterWide" -}}
+{{- if has "*" .Values.operator.watchNamespaces }}true{{ end }}
+{{- end }}
+
+{{/* The namespaces the operator serves when it is not cluster-wide, comma-separated:
+     watchNamespaces, or the release's namespace when none are listed. */}}
+{{- define "streamq.watchNamespaces" -}}
+{{- if .Values.operator.watchNamespaces }}
+{{- .Values.operator.watchNamespaces | uniq | join "," }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces that get a driver ServiceAccount: the release's, the watched ones and the
+     listed ones, once each. */}}
 {{- define "streamq.driverNamespaces" -}}
 {{- $all := list .Release.Namespace }}
+{{- if not (include "streamq.clusterWide" .) }}
+{{- range splitList "," (include "streamq.watchNamespaces" .) }}{{ $all = append $all . }}{{ end }}
+{{- end }}
 {{- range .Values.driver.namespaces }}{{ $all = append $all . }}{{ end }}
 {{- $all | uniq | join "," }}
 {{- end }}

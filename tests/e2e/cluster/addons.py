@@ -96,7 +96,9 @@ def install_operator(cluster: Cluster) -> None:
         "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
-        "--set", f"driver.namespaces={{{E2E_NAMESPACE},{RESTRICTED_NAMESPACE}}}",
+        # Namespaced, as the chart's default is: the operator's RBAC and the drivers'
+        # accounts are bound in the namespaces the tests use, nowhere else.
+        "--set", f"operator.watchNamespaces={{{E2E_NAMESPACE},{RESTRICTED_NAMESPACE}}}",
         # The tests keep checkpoints on a node directory: the policy must allow that one.
         "--set", "policy.allowedVolumes={persistentVolumeClaim,emptyDir,hostPath}",
         "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root()}}}",

@@ -4,7 +4,7 @@ import pytest
 
 from app.checkpoint import CheckpointState
 from app.contract.modes import Mode
-from app.pipeline.lines import committed_summary, progress_line, wants_human
+from app.pipeline.lines import HUMAN_EVERY_S, committed_summary, due_for_people, progress_line, wants_human
 from app.pipeline.terminal import QUIET_S, at_boundary
 
 pytestmark = pytest.mark.unit
@@ -60,3 +60,10 @@ def test_a_line_waits_for_the_end_of_a_console_block():
     assert not at_boundary(b"+\n", 0.0)  # a table is being printed
     assert at_boundary(b"+\n", QUIET_S)  # ... or the JVM has gone quiet after a whole line
     assert not at_boundary(b"ab", 10.0)  # never in the middle of a line
+
+
+def test_people_get_a_line_every_few_seconds_and_at_once_when_health_changes():
+    assert due_for_people(None, 100.0, "Healthy")
+    assert not due_for_people((100.0, "Healthy"), 102.0, "Healthy")
+    assert due_for_people((100.0, "Healthy"), 100.0 + HUMAN_EVERY_S, "Healthy")
+    assert due_for_people((100.0, "Healthy"), 101.0, "Stalled")
