@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,18 @@ STARTING_OFFSETS_HELP = (
     "Where to start when the checkpoint has nothing to resume from (a lost checkpoint): "
     'Spark\'s JSON offsets {"topic":{"0":42}}, earliest or latest. Ignored otherwise.'
 )
+LOG_FORMAT_HELP = (
+    "Progress as JSON lines (what the operator reads) or one readable line per interval; "
+    "auto: readable when stdout is a terminal."
+)
+
+
+class LogFormat(str, Enum):
+    AUTO = "auto"
+    JSON = "json"
+    HUMAN = "human"
+
+
 POLICY_HELP = (
     "A Helm values file whose `policy:` block (and job image, accounts) the operator runs with. "
     "Default: the chart's default policy."
@@ -51,13 +64,16 @@ def run(
     spec: SpecPath,
     progress_file: Annotated[str | None, typer.Option(help="Keep the latest progress record in this file.")] = None,
     starting_offsets: Annotated[str | None, typer.Option(help=STARTING_OFFSETS_HELP)] = None,
+    log_format: Annotated[LogFormat, typer.Option(help=LOG_FORMAT_HELP)] = LogFormat.AUTO,
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""
+    from app.pipeline.lines import wants_human
     from app.run import RunOptions, run as run_query
 
     _setup_logging()
     doc = _load(spec)
-    options = RunOptions.from_env(progress_file=progress_file, starting_offsets=starting_offsets)
+    human = wants_human(log_format.value, sys.stdout.isatty())
+    options = RunOptions.from_env(progress_file=progress_file, starting_offsets=starting_offsets, human=human)
     raise typer.Exit(int(run_query(doc, options)))
 
 
@@ -96,10 +112,11 @@ def validate(
             _report_problems(path, exc)
             worst = ExitCode.INVALID_SPEC
     if spark and docs:
-        from app.pipeline.session import get_session
+        from app.pipeline.session import get_session, jvm_output_discarded
         from app.validation.analyser import analyse
 
-        session = get_session(docs[0][1].spec, "validate")
+        with jvm_output_discarded():
+            session = get_session(docs[0][1].spec, "validate")
         for path, doc in list(docs):
             problems = analyse(session, doc)
             if problems:
@@ -109,6 +126,27 @@ def validate(
     for path, doc in docs:
         err.print(f"[green]valid[/] {path} ({doc.spec.mode} mode)")
     raise typer.Exit(int(worst))
+
+
+class DevMode(str, Enum):
+    CONTINUOUS = "continuous"
+    REAL_TIME = "realTime"
+    MICRO_BATCH = "microBatch"
+
+
+@cli.command()
+def dev(
+    mode: Annotated[DevMode, typer.Option(help="The trigger the fraud filter runs with.")] = DevMode.CONTINUOUS,
+    rate: Annotated[float, typer.Option(min=0.1, help="Payments fed per second.")] = 20.0,
+) -> None:
+    """The fraud filter on a local Kafka broker: payments in, flagged ones and their latency out.
+
+    A broker on loopback (the cached jars), a steady feed of payments, the query, and each
+    flagged payment with its end-to-end latency. Ctrl-C stops all of it."""
+    from app.dev.loop import run_dev
+
+    _setup_logging()
+    raise typer.Exit(run_dev(mode.value, rate))
 
 
 checkpoint_cli = typer.Typer(help="Look inside Structured Streaming checkpoints (no Spark needed).", no_args_is_help=True)
@@ -148,6 +186,7 @@ def inspect_checkpoint(
 
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # "Closing down clientserver connection" says nothing
 
 
 def main() -> None:

@@ -57,6 +57,46 @@ def total(offsets: dict[str, dict[int, int]]) -> int:
     return sum(sum(parts.values()) for parts in offsets.values())
 
 
+# --- the rate source ------------------------------------------------------------------
+#
+# No broker to ask: the rate source makes rowsPerSecond rows a second, spread over its
+# partitions, each stamped with the time it is due. What it has made by now and what
+# the query committed follow from the spec and the checkpoint alone.
+#
+#   continuous   {"<partition>": {"value": v, "runTimeMs": t}}: the last row each partition
+#                emitted, its value stepping by numPartitions, due at t
+#   micro-batch  N: whole seconds since the source was created
+
+
+RATE_TOPIC = "rate"  # the name the rate source's lag is reported under, beside Kafka topics
+
+
+def rate_rows(sources: list, num_partitions: int, rows_per_second: int) -> int | None:
+    """Rows a rate source had emitted at its committed offsets (a running count: deltas are rows)."""
+    for source in sources:
+        if isinstance(source, dict) and source and all(isinstance(o, dict) and "value" in o for o in source.values()):
+            return sum(int(o["value"]) for o in source.values()) // num_partitions
+        if isinstance(source, int) and not isinstance(source, bool):
+            return source * rows_per_second
+    return None
+
+
+def rate_lag(sources: list, num_partitions: int, rows_per_second: int, now: float,
+             committed_at: float | None = None) -> dict[str, dict[int, int]] | None:  # fmt: skip
+    """Rows due by ``now`` that the committed offsets do not cover, per partition.
+
+    Continuous offsets say when each partition's last committed row was due; a micro-batch
+    offset only counts seconds, so the rows made since the commit stand for what waits."""
+    per_partition = rows_per_second / num_partitions
+    for source in sources:
+        if isinstance(source, dict) and source and all(isinstance(o, dict) and "runTimeMs" in o for o in source.values()):
+            return {RATE_TOPIC: {int(p): max(0, int((now - o["runTimeMs"] / 1000.0) * per_partition))
+                                 for p, o in source.items()}}  # fmt: skip
+        if isinstance(source, int) and not isinstance(source, bool) and committed_at is not None:
+            return {RATE_TOPIC: {0: max(0, int((now - committed_at) * rows_per_second))}}
+    return None
+
+
 # --- stalls ---------------------------------------------------------------------------
 
 

@@ -17,9 +17,11 @@ from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, 
 from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
+from app.pipeline.lines import committed_summary, progress_line
+from app.pipeline.terminal import Terminal
 from app.pipeline.plan import build_dataframe, build_writer
 from app.pipeline.progress import ListenerRates, ProgressSink, make_listener
-from app.pipeline.session import get_session
+from app.pipeline.session import get_session, quiet_for_stop
 from app.pipeline.watchdog import Watch, Watchdog
 from app.contract.resume import ResumeFrom
 from app.resume import plan_start
@@ -40,6 +42,7 @@ class RunOptions:
     starting_offsets: str | None = None  # used only when the checkpoint has nothing to resume from
     watch_period_s: float = 2.0
     report_every_s: float = 10.0
+    human: bool = False  # progress as one readable line on a terminal instead of JSON (app.pipeline.lines)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "RunOptions":
@@ -76,7 +79,14 @@ def finish(code: ExitCode, reason: str, options: RunOptions) -> ExitCode:
 
 
 class StopRequest:
-    """SIGTERM/SIGINT ask for a clean stop; the main loop acts on it."""
+    """SIGTERM/SIGINT ask for a clean stop; the main loop acts on it.
+
+    Installed again once the SparkSession exists: PySpark's SparkContext replaces the
+    SIGINT handler with one that cancels every job and raises KeyboardInterrupt in the
+    middle of whatever Py4J call is running, and the JVM is then shut down (its hook
+    stops the SparkContext) under a query that is still running: an ERROR and a stack
+    trace instead of a clean stop.
+    """
 
     def __init__(self):
         self.event = threading.Event()
@@ -153,9 +163,28 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
 
     stop = StopRequest()
     stop.install()
+    # Before the JVM inherits fds 1 and 2; stderr only when it is the terminal too (not `2>file`).
+    terminal = Terminal(fds=(1, 2) if os.isatty(2) else (1,)).start() if options.human else None
+    try:
+        return _run_query(doc, spec, options, plan, slots, partitions, stop, terminal)
+    finally:
+        if terminal is not None:
+            terminal.close()
+
+
+def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, slots: int, partitions: dict[str, int],
+               stop: StopRequest, terminal: Terminal | None) -> ExitCode:  # fmt: skip
+    if terminal is not None and 2 in terminal.fds:  # the job's log lines wait for the console's blocks too
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(terminal)
     spark = get_session(spec, doc.name, slots)
+    stop.install()  # over PySpark's own SIGINT handler (see StopRequest)
     rates = ListenerRates()
-    progress = ProgressSink(options.progress_file)
+    if terminal is not None:
+        progress = ProgressSink(options.progress_file, stream=terminal, render=progress_line)
+    else:
+        progress = ProgressSink(options.progress_file)
     try:
         df = build_dataframe(spark, spec, plan.starting_offsets)
         query = build_writer(df, doc.name, spec).start()
@@ -172,9 +201,53 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         spark.streams.addListener(make_listener(rates, watchdog.wake))
     watchdog.start()
     try:
-        return _watch(query, stop, watchdog, options)
+        code = _watch(query, stop, watchdog, options, quiet=lambda: quiet_for_stop(spark))
     finally:
         watchdog.stop()
+    if not stop.event.is_set():
+        return code
+    try:
+        stopped_cleanly = not query.isActive
+    except Exception:  # the JVM got the signal too (a process group signalled) and is gone
+        stopped_cleanly = False
+    if stopped_cleanly:
+        # The query first, then Spark: stopping the SparkContext under a running query is
+        # what makes Spark log "terminated with error" and its stack traces.
+        _stop_spark(spark, seconds=15)
+    summary = committed_summary(read_checkpoint_quietly(spec.checkpoint.location), spec.mode)
+    return finish(code, f"{stop.signal_name} received; {summary}", options)
+
+
+def read_checkpoint_quietly(location: str) -> CheckpointState:
+    try:
+        return read_checkpoint(location)
+    except CheckpointError:
+        return CheckpointState(location=location, exists=False)
+
+
+def _running_tasks(spark) -> int:
+    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
+    return sum(info.numRunningTasks() for info in infos)
+
+
+def _stop_spark(spark, seconds: float) -> None:
+    # A stopped continuous query's tasks are killed asynchronously; a SparkContext stopped
+    # before they report back logs "Exception in statusUpdate" with a stack trace.
+    deadline = time.monotonic() + seconds
+    try:
+        while _running_tasks(spark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except Exception as exc:  # the JVM went first (it shares a signal): nothing to wait for
+        log.debug("could not count running tasks: %s", exc)
+    def stop_quietly() -> None:
+        try:
+            spark.stop()
+        except Exception as exc:  # the process exits next anyway; the JVM goes with it
+            log.debug("stopping Spark: %s", exc)
+
+    stopper = threading.Thread(target=stop_quietly, name="streamq-stop-spark", daemon=True)
+    stopper.start()
+    stopper.join(seconds)
 
 
 def _stop_within(query, seconds: float) -> None:
@@ -183,11 +256,13 @@ def _stop_within(query, seconds: float) -> None:
     stopper.join(seconds)
 
 
-def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions) -> ExitCode:
+def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions, quiet=None) -> ExitCode:
     while query.isActive:
         if stop.event.is_set():
-            query.stop()
-            return finish(ExitCode.OK, f"{stop.signal_name} received", options)
+            if quiet is not None:
+                quiet()
+            query.stop()  # run() reports what was committed, once Spark is stopped too
+            return ExitCode.OK
         if watchdog.exit:
             # A broker gone, a stalled or outgrown query: a graceful stop would wait out
             # Kafka's timeouts or the hang itself, and nothing more can be committed anyway.
@@ -199,7 +274,7 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions) ->
         except Exception:  # the query died; query.exception() below says how
             break
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
-        return finish(ExitCode.OK, f"{stop.signal_name} received", options)
+        return ExitCode.OK
     error = query.exception()
     if error is None:
         return finish(ExitCode.OK, "query finished (no more input for availableNow)", options)

@@ -15,14 +15,16 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from app.checkpoint import CheckpointState, KafkaOffsets
 from app.contract.modes import Mode
 from app.contract.progress import EVENT, ProgressHealth, ProgressRecord
 from app.health import Verdict
+from app.pipeline.lines import due_for_people
 
 
 def iso(moment: float | None = None) -> str | None:
@@ -129,19 +131,28 @@ def progress_record(
 
 
 class ProgressSink:
-    """Writes each record as a JSON line to a stream and keeps the latest in a file."""
+    """Writes each record as a line to a stream (JSON, unless ``render`` says otherwise:
+    the human line on a terminal) and keeps the latest as JSON in a file."""
 
-    def __init__(self, path: str | None, stream=None):
+    def __init__(self, path: str | None, stream=None, render: Callable[[dict[str, Any]], str] | None = None):
         self.path = Path(path) if path else None
         self.stream = stream or sys.stderr
+        self.render = render
         self.latest: dict[str, Any] | None = None
         self._lock = threading.Lock()
+        self._shown: tuple[float, str] | None = None  # the last human line: when, health state
 
     def emit(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True)
         with self._lock:
             self.latest = record
-            print(line, file=self.stream, flush=True)
+            if self.render is None:
+                print(line, file=self.stream, flush=True)
+            else:
+                now, state = time.monotonic(), (record.get("health") or {}).get("state")
+                if due_for_people(self._shown, now, state):
+                    self._shown = (now, state)
+                    print(self.render(record), file=self.stream, flush=True)
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".progress-")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from app.contract import JARS_DIR_ENV
@@ -61,6 +62,59 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None):
     builder = SparkSession.builder.appName(f"streamq-{app_name}")
     for key, value in spark_conf(spec, slots).items():
         builder = builder.config(key, value)
+    silence_query_context_loggers()
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("STREAMQ_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+# PySpark logs every AnalysisException it builds, as a multi-kilobyte JSON record with the
+# JVM's stack trace, before the caller has even seen it. streamq reports refusals itself,
+# in one line naming the spec field (app.validation.analyser, app.failures.one_line).
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def silence_query_context_loggers() -> None:
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).disabled = True
+
+
+@contextmanager
+def jvm_output_discarded():
+    """Start the JVM inside this block and it writes to /dev/null (fds 1 and 2 are inherited at
+    its launch); the Python side keeps its own streams. For `streamq validate --spark`, whose
+    answers come back through Py4J: the JVM's start-up notes would only bury them."""
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in saved:
+            os.dup2(devnull, fd)
+        yield
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(devnull)
+
+
+# Stopping a continuous query kills its never-ending tasks, and Spark logs each kill as a
+# failure: "Aborting task ... Epoch marker generation failed" with a stack trace, "Writer for
+# partition 0 is aborting", "Lost task ... TaskKilled". Once a stop was asked for, these
+# say nothing; the checkpoint (read after the stop) says what was committed.
+STOP_NOISE = {
+    "org.apache.spark.util.Utils": "OFF",
+    "org.apache.spark.executor.Executor": "OFF",
+    "org.apache.spark.sql.execution.streaming.continuous": "OFF",
+    "org.apache.spark.scheduler.TaskSetManager": "ERROR",
+    # micro-batch and real-time modes: the batch in flight is cancelled, its write "aborted"
+    "org.apache.spark.sql.execution.datasources.v2": "OFF",
+    "org.apache.spark.scheduler.DAGScheduler": "ERROR",
+}
+
+
+def quiet_for_stop(spark) -> None:
+    jvm = spark.sparkContext._jvm
+    for logger, level in STOP_NOISE.items():
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(logger, jvm.org.apache.logging.log4j.Level.toLevel(level))

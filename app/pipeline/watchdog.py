@@ -25,7 +25,8 @@ from typing import Any, Callable
 from app.checkpoint import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
 from app.contract.compat import Holds
 from app.contract import ExitCode
-from app.health import HealthState, StallClock, compute_lag, judge, partitions_changed, starting_positions
+from app.health import (HealthState, StallClock, compute_lag, judge, partitions_changed, rate_lag, rate_rows,
+                         starting_positions)
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
 from app.pipeline.progress import ListenerRates, ProgressSink, progress_record
 from app.contract.spec import OnStall, QuerySpec
@@ -99,7 +100,7 @@ class Watch:
         if rates:  # Spark's own numbers (micro-batch, realTime)
             return rates
         r = self._rates
-        committed = sum(sum(p.values()) for p in obs.state.kafka_offsets().values())
+        committed = self._committed_rows(obs.state)
         if obs.state.last_committed != self._last_batch and obs.state.last_committed is not None:
             if r.committed is not None and obs.wall > r.committed[0]:
                 rows = committed - r.committed[1]
@@ -115,11 +116,20 @@ class Watch:
                 r.latest = (obs.wall, latest)
         return dict(r.values)
 
+    def _committed_rows(self, state: CheckpointState) -> int:
+        rate = self.spec.source.rate
+        if rate is not None:
+            return rate_rows(state.committed_offsets, rate.num_partitions, rate.rows_per_second) or 0
+        return sum(sum(p.values()) for p in state.kafka_offsets().values())
+
     def step(self, obs: Observation, rates: dict[str, Any] | None = None) -> Step:
         state = obs.state
         lag = None
+        rate = self.spec.source.rate
         if obs.latest is not None:
             lag = compute_lag(obs.latest, state.kafka_offsets(), self._starts(obs))
+        elif rate is not None:  # no broker to ask: the spec's rate says what is due
+            lag = rate_lag(state.committed_offsets, rate.num_partitions, rate.rows_per_second, obs.wall, state.committed_at)
         total = sum(sum(p.values()) for p in lag.values()) if lag is not None else None
         waiting = self.clock.observe(obs.now, state.last_committed, total)
         verdict = judge(waiting, self.stall_after_s, total, state.last_committed)

@@ -13,7 +13,7 @@ import tempfile
 
 from app.failures import classify, one_line
 from app.contract import ExitCode
-from app.pipeline.plan import build_dataframe, build_writer
+from app.pipeline.plan import apply_transform, build_writer, read_source
 from app.contract.load import QueryDocument
 from app.contract.problems import Problem
 
@@ -31,15 +31,30 @@ def _fail_fast(spec):
     return spec.model_copy(update={"source": spec.source.model_copy(update={"kafka": fast})})
 
 
+def _refused(path: str, exc: BaseException) -> list[Problem]:
+    return [Problem(path, f"Spark refuses the query: {one_line(str(exc))}")]
+
+
 def analyse(spark, doc: QueryDocument, grace_s: float = GRACE_SECONDS) -> list[Problem]:
-    """Problems Spark finds in the query; empty when Spark accepts it."""
+    """Problems Spark finds in the query; empty when Spark accepts it.
+
+    Spark analyses each transform as it is applied, so the DataFrame is built step by
+    step: a refusal there names the transform (spec.transforms[i]) it comes from."""
+    spec = _fail_fast(doc.spec)
     with tempfile.TemporaryDirectory(prefix="streamq-validate-") as scratch:
         try:
-            spec = _fail_fast(doc.spec)
-            df = build_dataframe(spark, spec)
-            query = build_writer(df, f"validate-{doc.name}", spec, checkpoint_location=scratch).start()
+            df = read_source(spark, spec)
         except Exception as exc:
-            return [Problem("spec", f"Spark refuses the query: {one_line(str(exc))}")]
+            return _refused("spec.source", exc)
+        for index, step in enumerate(spec.transforms):
+            try:
+                df = apply_transform(df, step)
+            except Exception as exc:
+                return _refused(f"spec.transforms[{index}]", exc)
+        try:
+            query = build_writer(df, f"validate-{doc.name}", spec, checkpoint_location=scratch).start()
+        except Exception as exc:  # the mode's own limits (aggregation in continuous mode, ...)
+            return _refused("spec", exc)
         try:
             query.awaitTermination(grace_s)
             error = query.exception()
