@@ -1,6 +1,6 @@
 """End-to-end latency Kafka -> query -> Kafka, per path (trigger mode, the floor, a Flink peer).
 
-    .venv/bin/python -m bench.latency                      # every path, 3 repetitions, 10k/s (~25 min)
+    .venv/bin/python -m bench.latency                      # every path, 3 repetitions, 1k then 10k/s (~30 min)
     .venv/bin/python -m bench.latency --quick              # one short repetition: checks the harness
     .venv/bin/python -m bench.latency --paths continuous,realTime --reps 3 --label poll10 \\
         --conf spark.sql.streaming.continuous.executorPollIntervalMs=10     # an A/B side (bench/results/tuning/)
@@ -92,7 +92,8 @@ class ModeRun:
         self.workdir = workdir / f"{mode}-{time.monotonic_ns()}"
         self.workdir.mkdir(parents=True)
         partitions = getattr(args, "partitions", 2)
-        self.source = broker.create_topic(make_topic_name(f"lat-{mode}-in"), partitions, config=SOURCE_TOPIC_CONFIG)
+        split = not getattr(args, "no_split", False)
+        self.source = broker.create_topic(make_topic_name(f"lat-{mode}-in"), partitions, config=SOURCE_TOPIC_CONFIG if split else None)
         self.job = None
         self.spec: dict | None = None
         baseline = mode == "baseline"
@@ -125,7 +126,7 @@ class ModeRun:
         from tests.support.jobs import JobProcess
         from tests.support.specs import FRAUD_TRANSFORMS, query_spec, write_resource
 
-        transforms = [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
+        transforms = FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
         spec = query_spec(bootstrap=self.broker.bootstrap, topic=self.source, sink_topic=self.out_topic,
                           location=self.workdir / "checkpoint", trigger=PATHS[self.mode], transforms=transforms)  # fmt: skip
         if self.args.conf:
@@ -358,11 +359,13 @@ def parse_kv(text: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--paths", "--modes", dest="paths", default=",".join(ALL_PATHS), help="comma separated, from " + ",".join(ALL_PATHS))
-    parser.add_argument("--rates", default="10000", help="records/s, each measured on the same job in this order")
+    # 1k/s first: a job started straight into 10k/s on these 2 cores falls seconds behind in its
+    # cold JIT and has no CPU left to catch up (bench/results/tuning/latency-dbg-nosplit-*.json).
+    parser.add_argument("--rates", default="1000,10000", help="records/s, each measured on the same job in this order")
     parser.add_argument("--reps", type=int, default=3, help="repetitions; each starts every path afresh, order rotated")
     parser.add_argument("--cold", type=float, default=10.0, help="seconds after the first output counted as the cold figure")
-    parser.add_argument("--warmup", type=float, default=20.0, help="seconds after the cold window, not counted")
-    parser.add_argument("--measure", type=float, default=15.0, help="seconds measured per rate")
+    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before each measured window (after the cold one), not counted")
+    parser.add_argument("--measure", type=float, default=12.0, help="seconds measured per rate")
     parser.add_argument("--drain-timeout", type=float, default=15.0)
     parser.add_argument("--broker-warmup", type=float, default=20.0, help="seconds of unrecorded traffic before the first path")
     parser.add_argument("--partitions", type=int, default=2)
@@ -372,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one short repetition: checks the harness")
     parser.add_argument("--label", default="", help="a word for the results file (a setting tried: goes to tuning/)")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--no-split", action="store_true", help="no broker append times, the tests' projection as it is")
     parser.add_argument("--autogroup-nice", type=int, default=0,
                         help="e.g. -10: more CPU weight for the benchmark's session than other sessions' (root only)")  # fmt: skip
     args = parser.parse_args(argv)
