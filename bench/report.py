@@ -56,9 +56,31 @@ def latency(r: dict) -> str:
                  "due -> broker p50", "broker -> sink send p50", "sink send -> received p50", "lost", "dups",
                  "kept up"], rows)  # fmt: skip
     s = r["settings"]
-    return (out + f"\n\nMedian (min-max) over {s['reps']} repetitions, each a fresh job, paths in rotated order; "
+    return (out + "\n\n" + where_the_cpu_went(r) + f"\n\nMedian (min-max) over {s['reps']} repetitions, each a fresh job, paths in rotated order; "
             f"cold = the first {s['cold']:.0f} s after the first output, measured = {s['measure']:.0f} s after a further "
             f"{s['warmup']:.0f} s. {load_line(r)}.\n\n" + targets(r))  # fmt: skip
+
+
+def where_the_cpu_went(r: dict) -> str:
+    """Per path and rate: cores per process (median over the repetitions), the job JVM's JIT
+    compilers in the cold and the measured window, and the p99 of each cold second (per repetition)."""
+    import statistics
+
+    rows = []
+    for path in r["cells"]:
+        runs = [run for run in r["runs"] if run["path"] == path and run.get("steps")]
+        for rate in r["cells"][path]:
+            steps = [st for run in runs for st in run["steps"] if str(st["rate"]) == rate]
+            med = lambda xs: round(statistics.median(xs), 2) if xs else None  # noqa: E731
+            cores = {k: med([st["cpuCores"][k] for st in steps]) for k in ("job", "broker", "producer", "consumer")}
+            jit = [st["jvmCores"] for st in steps if st.get("jvmCores")]
+            jit_cold = med([j["cold"]["jit"] for j in jit if j.get("cold")])
+            jit_measured = med([j["measured"]["jit"] for j in jit])
+            seconds = ["/".join(f"{v:,.0f}" for v in (st["cold"] or {}).get("p99BySecondMs", [])) for st in steps if st.get("cold")]
+            rows.append([path, int(rate), cores["job"] if path != "baseline" else None, cores["broker"], cores["producer"],
+                         cores["consumer"], jit_cold, jit_measured, "; ".join(seconds) or None])  # fmt: skip
+    return table(["path", "rate/s", "job cores", "broker cores", "producer cores", "consumer cores",
+                  "JIT cores, cold window", "JIT cores, measured", "cold window: p99 of each second, ms (per repetition)"], rows)  # fmt: skip
 
 
 def targets(r: dict) -> str:
