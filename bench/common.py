@@ -161,28 +161,36 @@ def tree_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
+def tree_threads(pid: int, name: str | None = None) -> list[Path]:
+    """/proc/<pid>/task/<tid> of every thread of a process and its live descendants (only
+    processes called ``name`` when given)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        procs = [p for p in procs if name is None or p.name() == name]
+    except psutil.Error:
+        return []
+    tasks = []
+    for proc in procs:
+        try:
+            tasks += [Path(f"/proc/{proc.pid}/task/{tid}") for tid in os.listdir(f"/proc/{proc.pid}/task")]
+        except OSError:
+            continue
+    return tasks
+
+
 def tree_sched_seconds(pid: int) -> tuple[float, float]:
     """(on-CPU, waiting-for-a-CPU) seconds summed over every thread of a process tree, from
     /proc/<pid>/task/<tid>/schedstat. Waiting time is runnable-but-not-running: CPU starvation."""
-    import psutil
-
     on_cpu = waiting = 0.0
-    try:
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return 0.0, 0.0
-    for proc in procs:
+    for task in tree_threads(pid):
         try:
-            tids = os.listdir(f"/proc/{proc.pid}/task")
-        except OSError:
+            run_ns, wait_ns, _ = (task / "schedstat").read_text().split()
+        except (OSError, ValueError):
             continue
-        for tid in tids:
-            try:
-                run_ns, wait_ns, _ = Path(f"/proc/{proc.pid}/task/{tid}/schedstat").read_text().split()
-            except (OSError, ValueError):
-                continue
-            on_cpu += int(run_ns) / 1e9
-            waiting += int(wait_ns) / 1e9
+        on_cpu += int(run_ns) / 1e9
+        waiting += int(wait_ns) / 1e9
     return on_cpu, waiting
 
 
@@ -192,26 +200,15 @@ JVM_THREAD_KINDS = (("jit", ("C1 CompilerThre", "C2 CompilerThre")), ("gc", ("GC
 def jvm_thread_seconds(pid: int) -> dict[str, float]:
     """On-CPU seconds of the JVMs under ``pid`` by kind of thread: the JIT compilers, the
     garbage collector, and everything else (the JVM names its own threads; /proc shows the names)."""
-    import psutil
-
     out = {"jit": 0.0, "gc": 0.0, "other": 0.0}
-    try:
-        procs = [p for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if p.name() == "java"]
-    except psutil.Error:
-        return out
-    for proc in procs:
+    for task in tree_threads(pid, name="java"):
         try:
-            tids = os.listdir(f"/proc/{proc.pid}/task")
-        except OSError:
+            name = (task / "comm").read_text().strip()
+            on_cpu = int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
             continue
-        for tid in tids:
-            try:
-                name = Path(f"/proc/{proc.pid}/task/{tid}/comm").read_text().strip()
-                on_cpu = int(Path(f"/proc/{proc.pid}/task/{tid}/schedstat").read_text().split()[0]) / 1e9
-            except (OSError, ValueError, IndexError):
-                continue
-            kind = next((k for k, prefixes in JVM_THREAD_KINDS if name.startswith(prefixes)), "other")
-            out[kind] += on_cpu
+        kind = next((k for k, prefixes in JVM_THREAD_KINDS if name.startswith(prefixes)), "other")
+        out[kind] += on_cpu
     return out
 
 
