@@ -92,3 +92,22 @@ def test_stop_lines_in_the_docs_name_what_each_mode_commits():
     assert stops and all(stops), "every stop line has the shape the job prints"
     mode_of = {"epoch": "continuous", "batch": "realTime"}
     assert all(unit(mode_of[m[2]]) == m[2] for m in stops)
+
+
+def test_the_security_pages_validate_sample_is_what_validate_prints(tmp_path):
+    """docs/security.md shows `streamq validate` refusing an image and spark.master: run it."""
+    import subprocess
+    import sys
+
+    from tests.support.specs import RATE_TO_CONSOLE, query_spec, write_resource
+
+    sample = re.search(r"```console\n(.*?)```", (ROOT / "docs" / "security.md").read_text(), re.S)[1]
+    shown = [line.strip() for line in sample.splitlines() if line.strip().startswith(("invalid", "- spec."))]
+    spec = query_spec(RATE_TO_CONSOLE, **{"runtime.image": "evil.io/x:1", "runtime.sparkConf": {"spark.master": "local[64]"}})
+    path = write_resource(tmp_path / "query.yaml", "evil", spec)
+    out = subprocess.run([sys.executable, "-c", "from app.cli import main; main()", "validate", str(path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    printed = [line.strip() for line in (out.stdout + out.stderr).splitlines()]
+    assert out.returncode != 0
+    assert shown[0].split(":", 1)[1] == printed[0].split(":", 1)[1]  # "invalid <file>: 2 problem(s)"
+    assert shown[1:] == printed[1:], printed
