@@ -142,6 +142,24 @@ def operator(r: dict) -> str:
     return table(["", "value"], rows) + f"\n\n{load_line({**r, 'load': r.get('loadWholeRun')})}."
 
 
+def runs_side_by_side(paths: list[Path]) -> str:
+    """Labelled runs of an A/B, one row per run, path and rate: the setting tried against the others."""
+    rows = []
+    for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):  # in the order they ran
+        r = json.loads(path.read_text())
+        tried = ", ".join(f"{k}={v}" for k, v in r["settings"].get("conf", [])) or "(defaults)"
+        for mode, by_rate in r["cells"].items():
+            for rate, cell in by_rate.items():
+                m = cell["measured"]
+                jit = [st["jvmCores"]["measured"]["jit"] for run in r["runs"] if run["path"] == mode
+                       for st in run["steps"] if str(st["rate"]) == rate and st.get("jvmCores")]  # fmt: skip
+                rows.append([r["started"][11:16], r["label"], mode, int(rate), m["p50"]["median"], m["p99"]["median"],
+                             (c := cell["cold"]) and c["p99"]["median"], jit[0] if jit else None,
+                             (r.get("load") or {}).get("load1Mean"), tried[-60:]])  # fmt: skip
+    return table(["UTC", "run", "path", "rate/s", "p50 ms", "p99 ms", "cold p99 ms", "JIT cores, measured", "load1",
+                  "setting"], rows)  # fmt: skip
+
+
 RENDER = {"latency": latency, "recovery": recovery, "operator": operator}
 
 
@@ -161,6 +179,10 @@ def write_page(page: Path = PAGE, latest: bool = False) -> list[str]:
     cited = []
 
     def block(m: re.Match) -> str:
+        if "*" in m["file"]:  # an A/B: every run the pattern names, side by side
+            runs = sorted(ROOT.glob(m["file"]))
+            cited.extend(str(p.relative_to(ROOT)) for p in runs)
+            return f"<!-- bench.report {m['file']} -->\n{runs_side_by_side(runs)}\n\n<!-- /bench.report -->"
         path = ROOT / m["file"]
         if latest:
             path = latest_results(kind_of(path), path.parent) or path
