@@ -147,7 +147,9 @@ def runs_side_by_side(paths: list[Path]) -> str:
     rows = []
     for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):  # in the order they ran
         r = json.loads(path.read_text())
-        tried = ", ".join(f"{k}={v}" for k, v in r["settings"].get("conf", [])) or "(defaults)"
+        # The job's own log4j option rides along in extraJavaOptions: show only what was tried.
+        tried = ", ".join(f"{k}={' '.join(w for w in v.split() if not w.startswith('-Dlog4j2.'))}"
+                          for k, v in r["settings"].get("conf", [])) or "(defaults)"  # fmt: skip
         for mode, by_rate in r["cells"].items():
             for rate, cell in by_rate.items():
                 m = cell["measured"]
@@ -155,7 +157,7 @@ def runs_side_by_side(paths: list[Path]) -> str:
                        for st in run["steps"] if str(st["rate"]) == rate and st.get("jvmCores")]  # fmt: skip
                 rows.append([r["started"][11:16], r["label"], mode, int(rate), m["p50"]["median"], m["p99"]["median"],
                              (c := cell["cold"]) and c["p99"]["median"], jit[0] if jit else None,
-                             (r.get("load") or {}).get("load1Mean"), tried[-60:]])  # fmt: skip
+                             (r.get("load") or {}).get("load1Mean"), tried])  # fmt: skip
     return table(["UTC", "run", "path", "rate/s", "p50 ms", "p99 ms", "cold p99 ms", "JIT cores, measured", "load1",
                   "setting"], rows)  # fmt: skip
 
