@@ -16,6 +16,8 @@ from app.contract.compat import Holds, checkpoint_differences, choose_fresh_loca
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
+from app.inplace import InPlaceRestarts
+from app.lease import DriverLease
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.lines import committed_summary, progress_line
 from app.pipeline.terminal import Terminal
@@ -31,6 +33,8 @@ from app.contract.spec import IncompatibleChange, QuerySpec
 from app.contract.problems import SpecError
 
 log = logging.getLogger("streamq.job")
+STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)
+SOURCE_PROBE_S = 5.0  # while waiting for a broker: one look, and one SourceUnavailable record, this often
 
 
 @dataclass(frozen=True)
@@ -150,8 +154,21 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     cannot_write = unwritable(spec.checkpoint.location)
     if cannot_write:
         return finish(ExitCode.CHECKPOINT_UNWRITABLE, cannot_write, options)
+    stop = StopRequest()
+    stop.install()
+    lease, spark = DriverLease.from_env(), None
+    if lease is not None:
+        # The standby's head start: the JVM and SparkSession (most of a restart) before the wait.
+        spark = get_session(spec, doc.name, slots)
+        stop.install()
+        waiting = lambda record, left: log.info("standing by: lease %s is held by %s (expires in %.0fs unless renewed)",  # noqa: E731
+                                                lease.name, record.holder, left)  # fmt: skip
+        if not lease.acquire(stop.event, on_wait=waiting):
+            return finish(ExitCode.OK, f"{stop.signal_name} received while standing by", options)
+    # The checkpoint is read only now: a standby reads what the driver before it committed.
     spec, state, refused = _checkpoint_gate(spec)
     if refused:
+        _release(lease)
         return finish(ExitCode.INVALID_SPEC, refused, options)
     resume = (ResumeFrom(options.starting_offsets) if options.starting_offsets
               else ResumeFrom.from_annotation(doc.annotations.get(RESUME_ANNOTATION)))  # fmt: skip
@@ -161,53 +178,60 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     if plan.recovered and state.exists and not state.resumable:
         _move_aside(state)
 
-    stop = StopRequest()
-    stop.install()
     # Before the JVM inherits fds 1 and 2; stderr only when it is the terminal too (not `2>file`).
     terminal = Terminal(fds=(1, 2) if os.isatty(2) else (1,)).start() if options.human else None
     try:
-        return _run_query(doc, spec, options, plan, slots, partitions, stop, terminal)
+        return _run_query(doc, spec, options, plan, slots, partitions, stop, terminal, spark, lease)
     finally:
+        _release(lease)  # the query is stopped: the standby may take over at once
         if terminal is not None:
             terminal.close()
 
 
+def _release(lease: DriverLease | None) -> None:
+    if lease is not None and not lease.lost.is_set():
+        lease.release()
+
+
 def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, slots: int, partitions: dict[str, int],
-               stop: StopRequest, terminal: Terminal | None) -> ExitCode:  # fmt: skip
+               stop: StopRequest, terminal: Terminal | None, spark=None, lease: DriverLease | None = None) -> ExitCode:  # fmt: skip
     if terminal is not None and 2 in terminal.fds:  # the job's log lines wait for the console's blocks too
         for handler in logging.getLogger().handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(terminal)
-    spark = get_session(spec, doc.name, slots)
-    stop.install()  # over PySpark's own SIGINT handler (see StopRequest)
+    if spark is None:
+        spark = get_session(spec, doc.name, slots)
+        stop.install()  # over PySpark's own SIGINT handler (see StopRequest)
+    fence = None
+    if lease is not None:
+        fence = lease.lost
+        lease.keep(on_lost=lambda reason: None, code=ExitCode.LEASE_LOST)  # the watch loop acts on lease.lost
     rates = ListenerRates()
     if terminal is not None:
         progress = ProgressSink(options.progress_file, stream=terminal, render=progress_line)
     else:
         progress = ProgressSink(options.progress_file)
-    try:
-        df = build_dataframe(spark, spec, plan.starting_offsets)
-        query = build_writer(df, doc.name, spec).start()
-    except Exception as exc:  # Spark's analyser speaks through several exception types
-        return finish(classify(exc), one_line(str(exc)), options)
-    log.info("query %s started in %s mode (id %s, checkpoint %s)", doc.name, spec.mode, query.id, spec.checkpoint.location)
-
-    starting = plan.starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
-    watch = Watch(spec, doc.name, slots=slots, partitions=partitions, starting_offsets=starting,
-                  started_at=time.monotonic(), report_every_s=options.report_every_s, recovered=plan.recovered)  # fmt: skip
-    watchdog = Watchdog(watch, spec, progress, broker_timeout_s=options.broker_timeout_s,
-                        period_s=options.watch_period_s, rates=rates)  # fmt: skip
+    wake = threading.Event()  # the listener wakes whichever watchdog watches the query now
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
-        spark.streams.addListener(make_listener(rates, watchdog.wake))
-    watchdog.start()
+        spark.streams.addListener(make_listener(rates, wake))
+    restarts = InPlaceRestarts(limit=spec.restart_policy.in_place_restarts)
+    starting, recovered = plan.starting_offsets, plan.recovered
+    while True:
+        run = _Attempt(doc, spec, options, slots, partitions, progress, rates, wake, restarts, fence)
+        code, reason = run.start_and_watch(spark, starting, recovered, stop)
+        if stop.event.is_set():
+            break
+        delay = restarts.after_failure(code, reason, read_checkpoint_quietly(spec.checkpoint.location).last_committed)
+        if delay is None:
+            return finish(code, reason, options)
+        if not run.stopped(within_s=STOP_WAIT_S):  # never two runs of one query in one JVM: a new pod instead
+            return finish(code, f"{reason} (the failed query did not stop within {STOP_WAIT_S:g}s)", options)
+        log.warning("query failed (%s); restarting it in place from the checkpoint in %gs (%s)", reason, delay, restarts.describe())
+        if not run.wait_for_source(reason, stop) or stop.event.wait(delay):
+            break
+        recovered = None  # said once, by the first run
     try:
-        code = _watch(query, stop, watchdog, options, quiet=lambda: quiet_for_stop(spark))
-    finally:
-        watchdog.stop()
-    if not stop.event.is_set():
-        return code
-    try:
-        stopped_cleanly = not query.isActive
+        stopped_cleanly = run.query is None or not run.query.isActive
     except Exception:  # the JVM got the signal too (a process group signalled) and is gone
         stopped_cleanly = False
     if stopped_cleanly:
@@ -215,7 +239,73 @@ def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, s
         # what makes Spark log "terminated with error" and its stack traces.
         _stop_spark(spark, seconds=15)
     summary = committed_summary(read_checkpoint_quietly(spec.checkpoint.location), spec.mode)
-    return finish(code, f"{stop.signal_name} received; {summary}", options)
+    return finish(ExitCode.OK, f"{stop.signal_name} received; {summary}", options)
+
+
+class _Attempt:
+    """One start of the query in the driver's SparkSession, watched until it ends."""
+
+    def __init__(self, doc: QueryDocument, spec: QuerySpec, options: RunOptions, slots: int, partitions: dict[str, int],
+                 progress: ProgressSink, rates: ListenerRates, wake: threading.Event, restarts: InPlaceRestarts,
+                 fence: threading.Event | None = None):  # fmt: skip
+        self.doc, self.spec, self.options = doc, spec, options
+        self.fence = fence  # set when this driver lost its lease: stop at once
+        self.slots, self.partitions = slots, partitions
+        self.progress, self.rates, self.wake, self.restarts = progress, rates, wake, restarts
+        self.query = None
+        self.watch: Watch | None = None
+
+    def start_and_watch(self, spark, starting_offsets: str | None, recovered: dict | None,
+                        stop: StopRequest) -> tuple[ExitCode, str]:  # fmt: skip
+        spec, name = self.spec, self.doc.name
+        try:
+            df = build_dataframe(spark, spec, starting_offsets)
+            self.query = build_writer(df, name, spec).start()
+        except Exception as exc:  # Spark's analyser speaks through several exception types
+            return classify(exc), one_line(str(exc))
+        log.info("query %s started in %s mode (id %s, checkpoint %s)", name, spec.mode, self.query.id, spec.checkpoint.location)
+        starting = starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
+        self.watch = Watch(spec, name, slots=self.slots, partitions=self.partitions, starting_offsets=starting,
+                           started_at=time.monotonic(), report_every_s=self.options.report_every_s, recovered=recovered,
+                           restarts=self.restarts)  # fmt: skip
+        watchdog = Watchdog(self.watch, spec, self.progress, broker_timeout_s=self.options.broker_timeout_s,
+                            period_s=self.options.watch_period_s, rates=self.rates, wake=self.wake)  # fmt: skip
+        watchdog.start()
+        try:
+            return _watch(self.query, stop, watchdog, quiet=lambda: quiet_for_stop(spark), fence=self.fence)
+        finally:
+            watchdog.stop()
+
+    def stopped(self, within_s: float) -> bool:
+        """Whether the failed query's own thread has ended (a stop times out after Spark's stopTimeout)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            try:
+                if self.query is None or not self.query.isActive:
+                    return True
+            except Exception:  # the JVM is gone
+                return False
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
+
+    def wait_for_source(self, reason: str, stop: StopRequest) -> bool:
+        """Before a restart in place: wait until the brokers answer, saying so in progress records
+        (the operator shows SourceUnavailable). False when a stop was asked for meanwhile."""
+        started = time.monotonic()
+        while not stop.event.is_set():
+            try:
+                preflight(self.spec, min(self.options.preflight_timeout_s, SOURCE_PROBE_S))
+                return True
+            except PreflightError as exc:
+                waited = time.monotonic() - started
+                log.warning("waiting for the source before restarting in place (%.0fs): %s", waited, exc)
+                if self.watch is not None:
+                    state = read_checkpoint_quietly(self.spec.checkpoint.location)
+                    message = f"{exc}; the query stopped ({reason}) and restarts when the broker answers"
+                    self.progress.emit(self.watch.waiting_for_source(state, message, waited, time.time()))
+            stop.event.wait(min(self.options.report_every_s, 5.0))
+        return False
 
 
 def read_checkpoint_quietly(location: str) -> CheckpointState:
@@ -251,32 +341,42 @@ def _stop_spark(spark, seconds: float) -> None:
 
 
 def _stop_within(query, seconds: float) -> None:
-    stopper = threading.Thread(target=query.stop, name="streamq-stop", daemon=True)
+    def stop_quietly() -> None:
+        try:
+            query.stop()
+        except Exception as exc:  # e.g. Spark's stopTimeout on a query stuck on a dead broker
+            log.warning("stopping the query: %s", one_line(str(exc)))
+
+    stopper = threading.Thread(target=stop_quietly, name="streamq-stop", daemon=True)
     stopper.start()
     stopper.join(seconds)
 
 
-def _watch(query, stop: StopRequest, watchdog: Watchdog, options: RunOptions, quiet=None) -> ExitCode:
+def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: threading.Event | None = None) -> tuple[ExitCode, str]:
+    """How the query ended: (code, one-line reason)."""
     while query.isActive:
+        if fence is not None and fence.is_set():
+            # Another driver may take the query over soon: stop writing now (the lease exits the
+            # process hard if this takes longer than its grace).
+            _stop_within(query, seconds=1)
+            return ExitCode.LEASE_LOST, "lost the driver lease: another driver may run the query; stopped"
         if stop.event.is_set():
             if quiet is not None:
                 quiet()
             query.stop()  # run() reports what was committed, once Spark is stopped too
-            return ExitCode.OK
+            return ExitCode.OK, "stop requested"
         if watchdog.exit:
             # A broker gone, a stalled or outgrown query: a graceful stop would wait out
             # Kafka's timeouts or the hang itself, and nothing more can be committed anyway.
             _stop_within(query, seconds=10)
-            code, reason = watchdog.exit
-            return finish(code, reason, options)
+            return watchdog.exit
         try:
             query.awaitTermination(0.5)
         except Exception:  # the query died; query.exception() below says how
             break
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
-        return ExitCode.OK
+        return ExitCode.OK, "stop requested"
     error = query.exception()
     if error is None:
-        return finish(ExitCode.OK, "query finished (no more input for availableNow)", options)
-    message = str(error)
-    return finish(classify(error), one_line(message), options)
+        return ExitCode.OK, "query finished (no more input for availableNow)"
+    return classify(error), one_line(str(error))

@@ -36,6 +36,9 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("", "services", "create"): ("kube.py", "resource.create(body=obj"),
     # the query's Spark auth Secret (render.auth_secret): created once, never read back
     ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
+    # the driver Lease of a standby query: released for the standby when its holder's container has ended
+    ("coordination.k8s.io", "leases", "get"): ("kube.py", "self.coordination.read_namespaced_lease("),
+    ("coordination.k8s.io", "leases", "update"): ("kube.py", "self.coordination.replace_namespaced_lease("),
     # the sparkApplication backend
     (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
     (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),
@@ -46,7 +49,8 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
 }
 
 # A driver that starts executors (client mode) runs Spark's Kubernetes scheduler in its
-# pod with the driver account: (resource, verb) -> the Spark code that needs it.
+# pod with the driver account, and a standby query's drivers hold a Lease with it:
+# (apiGroup, resource, verb) -> the code that needs it.
 DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
     ("", "pods", "get"): "KubernetesClusterManager: the driver looks up its own pod (spark.kubernetes.driver.pod.name)",
     ("", "pods", "list"): "ExecutorPodsPollingSnapshotSource: resyncs the executor pods",
@@ -62,4 +66,8 @@ DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
     ("", "configmaps", "patch"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
     ("", "configmaps", "delete"): "KubernetesClusterSchedulerBackend.stop",
     ("", "configmaps", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: removes the ConfigMaps by label",
+    # not Spark's: a standby query's drivers take turns through their Lease (app/lease.py)
+    ("coordination.k8s.io", "leases", "get"): "app/lease.py DriverLease.read: who holds the query",
+    ("coordination.k8s.io", "leases", "create"): "app/lease.py DriverLease._write: the first driver of a standby query",
+    ("coordination.k8s.io", "leases", "update"): "app/lease.py DriverLease._write: renew, take over, release",
 }

@@ -27,6 +27,7 @@ class Kube:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
         self._dynamic: DynamicClient | None = None
 
     # -- StreamingQuery ------------------------------------------------------------
@@ -106,6 +107,27 @@ class Kube:
                                                                   _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
         except NotFoundError:
             pass
+
+
+    def release_lease(self, namespace: str, name: str, holder: str) -> bool:
+        """Free the Lease if ``holder`` still holds it (a conditional write: it fails if the holder
+        renewed meanwhile); True when freed. Only for a holder whose container has ended."""
+        try:
+            lease = self.coordination.read_namespaced_lease(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        if lease.spec.holder_identity != holder:
+            return False
+        lease.spec.holder_identity = None
+        try:
+            self.coordination.replace_namespaced_lease(name, namespace, lease, _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
 
 
 def api_message(exc: ApiException) -> str:

@@ -58,6 +58,9 @@ class Metrics:
                                  "When the query last committed an epoch/batch (Unix time).", query, registry=self.registry)  # fmt: skip
         self.stalled = Gauge("streamq_query_stalled", "1 while the driver reports no commit although input waits.",
                              query, registry=self.registry)  # fmt: skip
+        self.in_place = Gauge("streamq_query_in_place_restarts",
+                              "Restarts of the query inside its running driver (no new pod), by the current driver.",
+                              query, registry=self.registry)  # fmt: skip
         self._commits: dict[tuple[str, str], float] = {}
         self._partitions: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.registry.register(_CommitAge(self._commits, clock))
@@ -95,12 +98,14 @@ class Metrics:
             self.last_commit.labels(namespace, query).set(moment.timestamp())
         health = progress.get("health") if isinstance(progress.get("health"), dict) else {}
         self.stalled.labels(namespace, query).set(1 if health.get("state") == HealthState.STALLED else 0)
+        if isinstance(progress.get("inPlaceRestarts"), int):
+            self.in_place.labels(namespace, query).set(progress["inPlaceRestarts"])
 
     def forget(self, namespace: str, query: str) -> None:
         key = (namespace, query)
         self._phases.pop(key, None)
         self._commits.pop(key, None)
-        for gauge in (self.restarts, self.lag, self.last_commit, self.stalled):
+        for gauge in (self.restarts, self.lag, self.last_commit, self.stalled, self.in_place):
             try:
                 gauge.remove(namespace, query)
             except KeyError:

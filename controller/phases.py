@@ -53,6 +53,10 @@ class Reason(StrEnum):
     POLICY_VIOLATION = "PolicyViolation"  # the spec asks for more than the platform's policy allows
     QUERY_REFUSED = "QueryRefused"
     STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
+    SOURCE_UNAVAILABLE = "SourceUnavailable"  # the driver stopped its query on a silent broker and waits for it
+    STANDBY_CREATED = "StandbyCreated"
+    STANDBY_PROMOTED = "StandbyPromoted"  # the standby driver took over from a failed one
+    RESTARTED_IN_PLACE = "RestartedInPlace"  # the driver restarted its query from the checkpoint, same pod
     UNRESPONSIVE = "Unresponsive"  # the running driver stopped printing progress (hung?)
     PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again
     CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  # the driver's user cannot write the checkpoint volume

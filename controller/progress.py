@@ -34,6 +34,24 @@ def stalled(progress: dict[str, Any] | None, attempt: int) -> str | None:
     return None
 
 
+def unavailable(progress: dict[str, Any] | None, attempt: int) -> str | None:
+    """The job's report that it stopped its query on a silent broker and waits for it."""
+    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
+        return None
+    health = progress.get("health")
+    if isinstance(health, dict) and health.get("state") == HealthState.SOURCE_UNAVAILABLE:
+        return str(health.get("message") or "the source's broker does not answer")
+    return None
+
+
+def in_place_restarts(progress: dict[str, Any] | None, attempt: int) -> int:
+    """How often the current driver restarted its query without a new pod."""
+    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
+        return 0
+    found = progress.get("inPlaceRestarts")
+    return found if isinstance(found, int) else 0
+
+
 def recovered(progress: dict[str, Any] | None, attempt: int) -> dict[str, Any] | None:
     if not isinstance(progress, dict) or progress.get("attempt") != attempt:
         return None

@@ -22,7 +22,7 @@ from app.contract.failpoints import Failpoint
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
-from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, creation_failed, decide
+from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, ReleaseLease, creation_failed, decide
 from controller.kube import Kube, api_message
 from controller.names import DRIVER_CONTAINER
 from controller.observe import observe
@@ -104,6 +104,12 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
         if isinstance(action, DeleteDriver):
             log.info("deleting %s %s: %s", action.kind, action.name, action.reason)
             kube.delete(action.kind, inputs.namespace, action.name)
+        elif isinstance(action, ReleaseLease):
+            try:  # best effort: the Lease expires by itself within its duration anyway
+                if kube.release_lease(inputs.namespace, action.name, action.holder):
+                    log.info("released lease %s of ended driver %s for the standby", action.name, action.holder)
+            except ApiException as exc:
+                log.warning("cannot release lease %s: %s", action.name, api_message(exc))
         elif isinstance(action, CreateDriver):
             children = render.children(action.run, settings)
             kopf.adopt(children, owner=body)

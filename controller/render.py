@@ -25,6 +25,7 @@ from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.spec import Backend, QuerySpec
 from controller import names
 from controller.config import Settings
@@ -370,14 +371,16 @@ def driver_env(run: Run) -> list[dict[str, Any]]:
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if run.spec.runtime.standby else []),
     ]
 
 
 def service_account(run: Run, settings: Settings) -> str | None:
-    """The spec's, else the operator's driver account when executors must be started."""
+    """The spec's, else the operator's driver account when the driver needs the API: to start
+    executors, or to hold the Lease of a standby query."""
     if run.spec.runtime.service_account_name:
         return run.spec.runtime.service_account_name
-    return settings.driver_service_account if run.uses_executors else None
+    return settings.driver_service_account if run.uses_executors or run.spec.runtime.standby else None
 
 
 def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
@@ -416,12 +419,10 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         spec["serviceAccountName"] = account
     else:
         spec["automountServiceAccountToken"] = False
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run)),
-        "spec": spec,
-    }
+    meta = _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run))
+    if run.standby:
+        meta["labels"][names.LABEL_ROLE] = names.ROLE_STANDBY
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def spark_application(run: Run, settings: Settings) -> dict[str, Any]:

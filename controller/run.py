@@ -35,6 +35,7 @@ class Run:
     # Where the previous run had committed: used by the job only if the checkpoint is gone.
     # Not part of what the driver runs (spec_hash): it changes with every commit.
     resume: ResumeFrom | None = None
+    standby: bool = False  # a standby driver: it waits for the query's Lease before it runs anything
 
     @property
     def driver_name(self) -> str:

@@ -107,6 +107,7 @@ class QueryStatus(StatusModel):
     driver_kind: Literal["Pod", "SparkApplication"] | None = None
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
     driver_start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
     restarts: int = Field(default=0, description="Restarts after failures since the query last ran stably.")
     next_restart_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     last_failure: Failure | None = None

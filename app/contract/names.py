@@ -49,6 +49,7 @@ class ExitCode(IntEnum):
     CHECKPOINT_UNWRITABLE = 73  # the checkpoint location cannot be written (permissions): retry after a fix
     STALLED = 75  # no commit while input waited (spec.health): restart from the checkpoint
     PARTITIONS_CHANGED = 76  # the source gained partitions the slots cannot hold: restart, sized again
+    LEASE_LOST = 77  # a standby query's driver could not renew its lease and stopped: another may run it
     INTERRUPTED = 130  # SIGINT
 
     @property

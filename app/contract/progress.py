@@ -24,6 +24,7 @@ class HealthState(StrEnum):
     HEALTHY = "Healthy"
     STALLED = "Stalled"
     UNKNOWN = "Unknown"  # the broker did not say how much input waits
+    SOURCE_UNAVAILABLE = "SourceUnavailable"  # the query stopped on a broker that does not answer; it waits for it
 
 
 class _Wire(BaseModel):
@@ -63,6 +64,10 @@ class ProgressRecord(_Wire):
     checkpoint: str | None = None
     checkpoint_holds: dict[str, Any] | None = None
     recovered: dict[str, Any] | None = None
+    in_place_restarts: int | None = Field(
+        default=None, description="Times this driver restarted its query from the checkpoint without a new pod"
+    )
+    last_in_place_restart: str | None = Field(default=None, description="Why the query was last restarted in place")
     timestamp: str | None = None
 
     def wire(self) -> dict[str, Any]:

@@ -136,6 +136,37 @@ def _backoff_cel() -> Cel:
     return Cel(f"duration({initial}) <= duration({maximum})", "initial is longer than max", at=("restartPolicy", "backoff"))
 
 
+SHARED_CHECKPOINT = "the standby driver must reach the same checkpoint: use an object store URI (s3a://, gs://, abfss://, hdfs://), a persistentVolumeClaim or a hostPath (single node)"
+
+
+def _standby(spec: QuerySpec) -> Found:
+    """Two driver pods take turns on one checkpoint: both must reach it, and the Lease that decides
+    which one runs is this operator's, so the pod backend only."""
+    if not spec.runtime.standby:
+        return
+    if spec.runtime.backend is not model.Backend.POD:
+        yield ".runtime.standby", "a standby driver needs backend pod (the SparkApplication backend restarts its own driver)"
+    volume = spec.checkpoint.volume
+    shared = volume is not None and (volume.persistent_volume_claim is not None or volume.host_path is not None)
+    if not shared and not _OBJECT_STORE.match(spec.checkpoint.location):
+        yield ".checkpoint", SHARED_CHECKPOINT
+
+
+_OBJECT_STORE = re.compile(r"^(?!file:)[a-z][a-z0-9+.-]*://")
+
+
+def _standby_cel() -> tuple[Cel, ...]:
+    wants = "has(self.runtime) && has(self.runtime.standby) && self.runtime.standby"
+    shared = ("(has(self.checkpoint.volume) && (has(self.checkpoint.volume.persistentVolumeClaim) || "
+              "has(self.checkpoint.volume.hostPath))) || (self.checkpoint.location.matches('^[a-z][a-z0-9+.-]*://') "
+              "&& !self.checkpoint.location.startsWith('file:'))")  # fmt: skip
+    pod = "!has(self.runtime.backend) || self.runtime.backend == 'pod'"
+    return (
+        Cel(f"!({wants}) || {shared}", SHARED_CHECKPOINT, field_path=".checkpoint"),
+        Cel(f"!({wants}) || {pod}", "a standby driver needs backend pod", field_path=".runtime.standby"),
+    )
+
+
 def _slots(spec: QuerySpec) -> Found:
     """Continuous mode holds one task slot per source partition for the query's
     life; with no slot to spare, Spark hangs silently instead of failing."""
@@ -301,6 +332,7 @@ RULES: tuple[Rule, ...] = (
     *(_positive_interval_rule(mode) for mode in Mode if mode.needs_positive_interval),
     Rule("backoff-order", _backoff, (_backoff_cel(),)),
     Rule("continuous-slots", _slots, (_slots_cel(),)),
+    Rule("standby-shared-checkpoint", _standby, _standby_cel()),
     Rule("kafka-topics-or-pattern", _topics_or_pattern, (
         Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),
     )),

@@ -307,6 +307,14 @@ class Runtime(Model):
     driver: DriverResources = Field(default_factory=DriverResources)
     executors: ExecutorResources = Field(default_factory=ExecutorResources)
     service_account_name: K8sName | None = None
+    standby: bool = Field(
+        default=False,
+        description=(
+            "Keep a second driver pod with its JVM and SparkSession started, waiting to take over from the "
+            "checkpoint when the running one fails (seconds instead of a new pod's start). A Lease decides which "
+            "driver runs; the checkpoint must be shared: an object store, a persistentVolumeClaim or a hostPath."
+        ),
+    )
     spark_conf: dict[Name, Value] = Field(
         default_factory=dict,
         max_length=MAX_SPARK_CONF,
@@ -348,6 +356,16 @@ class RestartPolicy(Model):
     )
     backoff: Backoff = Field(default_factory=Backoff)
     stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
+    in_place_restarts: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description=(
+            "A query that fails for a transient reason (a task failing past Spark's retries, a broker that stopped "
+            "answering) is restarted from its checkpoint inside the running driver, this many times in a row "
+            "without a commit in between, before the driver exits for a new pod; 0: always a new pod."
+        ),
+    )
 
     @property
     def restart_limit(self) -> int | None:

@@ -100,6 +100,8 @@ def progress_record(
     holds: dict[str, Any],
     recovered: dict[str, Any] | None,
     now: float,
+    in_place_restarts: int | None = None,
+    last_in_place_restart: str | None = None,
 ) -> dict[str, Any]:
     """The record the operator reads back (app.contract.progress), in its wire form."""
     return ProgressRecord(
@@ -126,6 +128,8 @@ def progress_record(
         checkpoint=state.location,
         checkpoint_holds=holds,
         recovered=recovered,
+        in_place_restarts=in_place_restarts,
+        last_in_place_restart=last_in_place_restart,
         timestamp=iso(now),
     ).wire()
 

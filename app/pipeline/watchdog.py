@@ -25,8 +25,9 @@ from typing import Any, Callable
 from app.checkpoint import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
 from app.contract.compat import Holds
 from app.contract import ExitCode
-from app.health import (HealthState, StallClock, compute_lag, judge, partitions_changed, rate_lag, rate_rows,
-                         starting_positions)
+from app.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
+                        rate_rows, starting_positions)
+from app.inplace import InPlaceRestarts
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
 from app.pipeline.progress import ListenerRates, ProgressSink, progress_record
 from app.contract.spec import OnStall, QuerySpec
@@ -65,8 +66,10 @@ class Watch:
     """The watchdog's judgement, from observations only (no I/O, no clock)."""
 
     def __init__(self, spec: QuerySpec, query: str, *, slots: int, partitions: dict[str, int], starting_offsets: str,
-                 started_at: float, report_every_s: float = 10.0, recovered: dict | None = None):  # fmt: skip
+                 started_at: float, report_every_s: float = 10.0, recovered: dict | None = None,
+                 restarts: InPlaceRestarts | None = None):  # fmt: skip
         self.spec, self.query, self.slots = spec, query, slots
+        self.restarts = restarts
         self.partitions = dict(partitions)  # as sized at start
         self.starting_offsets = starting_offsets
         self.report_every_s = report_every_s
@@ -151,18 +154,30 @@ class Watch:
         self._last_batch, self._last_state = state.last_committed, verdict.state
         if due:
             self._last_report = obs.now
-            step.record = progress_record(
-                query=self.query, mode=self.spec.mode, state=state, rates=current_rates, lag=lag,
-                partitions=obs.partitions if obs.partitions is not None else self.partitions, slots=self.slots,
-                verdict=verdict, stall_after_s=self.stall_after_s, holds=Holds.of(state).to_json(),
-                recovered=self.recovered, now=obs.wall,
-            )  # fmt: skip
+            step.record = self.record(state, verdict, obs.wall, rates=current_rates, lag=lag,
+                                      partitions=obs.partitions if obs.partitions is not None else self.partitions)  # fmt: skip
         return step
+
+    def record(self, state: CheckpointState, verdict: Verdict, wall: float, *, rates: dict[str, Any] | None = None,
+               lag: KafkaOffsets | None = None, partitions: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+        restarts = self.restarts
+        return progress_record(
+            query=self.query, mode=self.spec.mode, state=state, rates=rates or {}, lag=lag,
+            partitions=self.partitions if partitions is None else partitions, slots=self.slots,
+            verdict=verdict, stall_after_s=self.stall_after_s, holds=Holds.of(state).to_json(),
+            recovered=self.recovered, now=wall,
+            in_place_restarts=restarts.total if restarts is not None else None,
+            last_in_place_restart=restarts.last_reason if restarts is not None else None,
+        )  # fmt: skip
+
+    def waiting_for_source(self, state: CheckpointState, message: str, waited_s: float, wall: float) -> dict[str, Any]:
+        """The record while the query is stopped on a broker that does not answer."""
+        return self.record(state, Verdict(HealthState.SOURCE_UNAVAILABLE, message, waited_s), wall)
 
 
 class Watchdog(threading.Thread):
     def __init__(self, watch: Watch, spec: QuerySpec, sink: ProgressSink, *, broker_timeout_s: float,
-                 period_s: float = 2.0, rates: ListenerRates | None = None,
+                 period_s: float = 2.0, rates: ListenerRates | None = None, wake: threading.Event | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):  # fmt: skip
         super().__init__(name="streamq-watchdog", daemon=True)
         self.watch, self.spec, self.sink = watch, spec, sink
@@ -170,7 +185,7 @@ class Watchdog(threading.Thread):
         self.request_timeout_s = max(5.0, period_s)  # a loaded broker or driver answers slowly, not never
         self.rates = rates or ListenerRates()
         self.clock, self.wall = clock, wall
-        self.wake = threading.Event()  # set by the listener when a batch ends
+        self.wake = wake or threading.Event()  # set by the listener when a batch ends
         self.exit: tuple[ExitCode, str] | None = None
         self._stopped = threading.Event()
         self._endpoints = endpoints(spec)

@@ -12,7 +12,8 @@ unit test. The rules, in the order ``decide`` applies them:
 3. ``Failed``, ``Invalid`` and ``Completed`` stay until the spec changes.
 4. ``suspend`` deletes the driver and keeps the checkpoint (``drivers``).
 5. Never two drivers for one checkpoint; a driver that runs an outdated spec is
-   replaced at once (``drivers``).
+   replaced at once (``drivers``). A standby query's second pod waits for the
+   Lease and takes over when the current driver fails (``standby``).
 6. A driver that ended is classified by its exit code and restarted, or not,
    under the restart policy (``restart``).
 7. What the running driver reports goes into status.progress and the conditions
@@ -23,6 +24,7 @@ unit test. The rules, in the order ``decide`` applies them:
     drivers     starting, replacing and stopping the driver
     restart     exit codes, backoff, maxRestarts, stableAfter
     health      stalls, silence and lost checkpoints the running driver reports
+    standby     the warm second driver of spec.runtime.standby: create, promote, drop
     conditions  Ready, Progressing, Reconciling, Stalled and Degraded
 """
 
@@ -30,15 +32,18 @@ from __future__ import annotations
 
 from app.contract.load import validate_spec
 from app.contract.problems import SpecError
-from controller.decide import drivers, restart
-from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs
+from dataclasses import replace
+
+from controller.decide import drivers, restart, standby
+from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
+                                     ReleaseLease)
 from controller.decide.gate import checkpoint_gate, held
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
 from controller.status import Reconciled
 
-__all__ = ["CreateDriver", "Decision", "DeleteDriver", "Event", "Inputs", "creation_failed", "decide"]
+__all__ = ["CreateDriver", "Decision", "DeleteDriver", "Event", "Inputs", "ReleaseLease", "creation_failed", "decide"]
 
 
 def decide(inputs: Inputs) -> Decision:
@@ -63,13 +68,16 @@ def decide(inputs: Inputs) -> Decision:
     run_hash = spec_hash(run_spec, checkpoint.location)
     d.status.mode = run_spec.mode if d.refusal is None else (old.mode or run_spec.mode)  # refused: the old one runs
 
-    # the current driver: the newest of ours; older ones must go
-    attempt = max([old.attempt, *[x.attempt or 0 for x in mine]])
-    current = next((x for x in mine if (x.attempt or 0) == attempt and attempt > 0), None)
-    for x in mine:
+    # the current driver: the newest of ours that is not a waiting standby; older ones must go
+    standbys = standby.candidates(mine, old.attempt)
+    drivers_ = [x for x in mine if x not in standbys]
+    attempt = max([old.attempt, *[x.attempt or 0 for x in drivers_]])
+    current = next((x for x in drivers_ if (x.attempt or 0) == attempt and attempt > 0), None)
+    for x in drivers_:
         if x is not current:
             d.delete(x, "superseded by a newer attempt")
-    blockers = [x for x in inputs.drivers if x is not current]
+    standby.pick(d, standbys, run_spec, run_hash)
+    blockers = [x for x in inputs.drivers if x is not current and x is not d.standby]
     if current is not None and old.attempt < attempt:  # created, but the status write was lost
         d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
         if current.spec_hash == run_hash:
@@ -81,7 +89,9 @@ def decide(inputs: Inputs) -> Decision:
         if old.observed_generation == inputs.generation:
             if current is not None and current.active:
                 d.delete(current, f"the query is {old.phase}")
+            standby.drop(d, f"the query is {old.phase}")
             return d.finish("nothing")
+        standby.drop(d, "spec changed after the query ended")
         d.status.restarts, d.status.next_restart_time = 0, None
         d.event("Normal", Reason.SPEC_CHANGED, f"spec changed (generation {inputs.generation}): starting again")
         if current is not None:
@@ -91,7 +101,7 @@ def decide(inputs: Inputs) -> Decision:
             return d.finish("delete")
         d.status.phase = Phase.PENDING
 
-    # 4. suspend
+    # 4. suspend (pick dropped the standby already)
     if run_spec.suspend:
         return drivers.suspend(d, current)
 
@@ -104,6 +114,9 @@ def decide(inputs: Inputs) -> Decision:
     # 5. no driver: create one, unless another still exists or a backoff runs
     if current is None:
         return drivers.no_driver(d, run_spec, checkpoint, attempt, blockers)
+    if current.deleting and d.standby is not None and current.spec_hash == run_hash:
+        gone = replace(current, phase=DriverPhase.FAILED, reason=Reason.DRIVER_LOST, message="the driver pod is being deleted")
+        return restart.failed(d, gone, run_spec, reason=Reason.DRIVER_LOST)
     if current.deleting:
         d.wait(WAIT_FOR_DELETION_S)
         if d.status.phase is None:
@@ -114,6 +127,7 @@ def decide(inputs: Inputs) -> Decision:
     if current.spec_hash != run_hash:
         return drivers.replace_outdated(d, current, None, run_spec, checkpoint.location)
     if current.phase is DriverPhase.RUNNING:
+        standby.ensure(d, current, run_spec, checkpoint, max([attempt, *[x.attempt or 0 for x in mine]]))
         return drivers.running(d, current, run_spec)
     if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
         d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"

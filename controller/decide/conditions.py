@@ -7,7 +7,7 @@ Two audiences read them, and each condition has one meaning for both:
     Reconciling  the spec is not realised yet, but will be  kstatus: InProgress
     Stalled      the spec cannot be realised until it changes: Invalid, out of restarts, a change
                  the checkpoint refuses                     kstatus: Failed
-    Degraded     what is wrong, worst first: a refused change, a stall the driver reports, a driver
+    Degraded     what is wrong, worst first: a refused change, a broker the driver waits for, a stall it reports, a driver
                  that stopped reporting, a driver that cannot start, a phase that is a failure
 
 kstatus (Flux's `wait`, kpt, cli-utils) reads only Reconciling, Stalled and
@@ -32,7 +32,8 @@ _STUCK = (Phase.FAILED, Phase.INVALID)  # terminal until the spec changes; Compl
 
 
 def conditions(old: QueryStatus, new: QueryStatus, reason: str | None, *, refusal: str | None, stall: str | None,
-               silence: str | None, now: datetime, generation: int, blocked: str | None = None) -> list[Condition]:  # fmt: skip
+               silence: str | None, now: datetime, generation: int, blocked: str | None = None,
+               unavailable: str | None = None) -> list[Condition]:  # fmt: skip
     """The conditions of ``new``; ``reason`` None keeps the reason Ready has in ``old``;
     ``blocked`` says why the driver cannot start."""
     phase = new.phase or Phase.PENDING
@@ -40,7 +41,7 @@ def conditions(old: QueryStatus, new: QueryStatus, reason: str | None, *, refusa
     kept = old.condition(ConditionType.READY)
     reason = reason or (kept.reason if kept is not None else Reason.AS_EXPECTED)
     trouble, trouble_message = _degraded(phase, reason, message, refusal=refusal, stall=stall, silence=silence,
-                                         blocked=blocked) or (None, "")  # fmt: skip
+                                         blocked=blocked, unavailable=unavailable) or (None, "")  # fmt: skip
     stalled, stalled_message = _stalled(phase, reason, message, refusal=refusal) or (None, "")
     # kstatus takes the first of the two that is True: never both, and a spec it cannot realise wins
     reconciling = phase in _ON_ITS_WAY and stalled is None
@@ -79,10 +80,12 @@ def _stalled(phase: Phase, reason: str, message: str, *, refusal: str | None) ->
 
 
 def _degraded(phase: Phase, reason: str, message: str, *, refusal: str | None, stall: str | None,
-              silence: str | None, blocked: str | None) -> tuple[str, str] | None:  # fmt: skip
+              silence: str | None, blocked: str | None, unavailable: str | None = None) -> tuple[str, str] | None:  # fmt: skip
     """(reason, message) of what is wrong, None when nothing is."""
     if refusal is not None:
         return Reason.INCOMPATIBLE_CHANGE, refusal
+    if unavailable is not None:
+        return Reason.SOURCE_UNAVAILABLE, unavailable
     if stall is not None:
         return Reason.STALLED, stall
     if silence is not None:

@@ -50,6 +50,14 @@ class DeleteDriver:
 
 
 @dataclass(frozen=True)
+class ReleaseLease:
+    """Free a standby query's driver Lease held by ``holder``, whose container has ended."""
+
+    name: str
+    holder: str
+
+
+@dataclass(frozen=True)
 class Event:
     type: str  # Normal | Warning
     reason: str
@@ -60,7 +68,7 @@ class Event:
 class Decision:
     verb: str  # what happened, in one word (tests and metrics): create, delete, wait, backoff, ...
     status: QueryStatus
-    actions: tuple[CreateDriver | DeleteDriver, ...] = ()
+    actions: tuple[CreateDriver | DeleteDriver | ReleaseLease, ...] = ()
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None  # seconds until the next look, if time alone changes things
     restarted: bool = False  # a failure was counted as a restart
@@ -76,7 +84,9 @@ class Draft:
     refusal: str | None = None  # the checkpoint gate refused the spec
     stall: str | None = None  # the running driver reports a stall
     silence: str | None = None  # the running driver stopped reporting
+    unavailable: str | None = None  # the running driver waits for a broker that does not answer
     blocked: str | None = None  # the driver cannot start (unschedulable, an image it cannot pull)
+    standby: Driver | None = None  # a live standby driver of the spec that runs (spec.runtime.standby)
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
     requeue: list = field(default_factory=list)
@@ -108,7 +118,7 @@ class Draft:
     def finish(self, verb: str) -> Decision:
         self.status.conditions = conditions(
             self.old, self.status, self.reason, refusal=self.refusal, stall=self.stall, silence=self.silence,
-            now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
+            unavailable=self.unavailable, now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
         )  # fmt: skip
         return Decision(
             verb=verb,

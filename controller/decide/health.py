@@ -1,6 +1,7 @@
 """What the running driver says about itself, read from its progress records (pure).
 
-A stall it reports makes ``Degraded`` ``Stalled`` (the job decides whether to exit);
+A stall it reports makes ``Degraded`` ``Stalled`` (the job decides whether to exit); a
+broker it waits for, ``SourceUnavailable``; a restart in place (app.inplace) is an event;
 a driver that printed nothing for a while is ``Unresponsive``; a checkpoint it had
 to start afresh (from the offsets recorded in status, app.contract.resume) is said
 in an event. Reported, never acted on.
@@ -22,6 +23,17 @@ def reported(d: Draft, current: Driver) -> None:
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
             d.event("Warning", Reason.STALLED, f"driver {current.name}: {d.stall}")
+    d.unavailable = reports.unavailable(d.status.progress, attempt)
+    if d.unavailable is not None:
+        previous = d.old.condition(ConditionType.DEGRADED)
+        if previous is None or previous.reason != Reason.SOURCE_UNAVAILABLE or previous.status != "True":
+            d.event("Warning", Reason.SOURCE_UNAVAILABLE, f"driver {current.name}: {d.unavailable}")
+    restarts = reports.in_place_restarts(d.status.progress, attempt)
+    if restarts > reports.in_place_restarts(d.old.progress, attempt):
+        why = (d.status.progress or {}).get("lastInPlaceRestart") or "a transient failure"
+        d.event("Warning", Reason.RESTARTED_IN_PLACE,
+                f"driver {current.name} restarted its query from the checkpoint without a new pod "
+                f"({restarts} so far): {why}")  # fmt: skip
     d.silence = _silence(d, current, attempt)
     found = reports.recovered(d.status.progress, attempt)
     if found is not None and reports.recovered(d.old.progress, attempt) is None:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from app.contract import ExitCode
 from app.contract.spec import QuerySpec, RestartType, duration_ms
+from controller.decide import standby
 from controller.decide.draft import WAIT_FOR_DELETION_S, Decision, Draft
 from controller.observe import Driver, DriverPhase
 from controller.phases import Phase, Reason
@@ -99,12 +100,16 @@ def failed(d: Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
         d.phase(Phase.FAILED, Reason.RESTART_LIMIT, message)
         return d.finish("fail")
     restarts = old.restarts + 1
+    limit = f"/{policy.restart_limit}" if policy.restart_limit is not None else ""
+    if d.standby is not None:  # warm and waiting: no backoff, no new pod
+        d.status.restarts = restarts
+        d.restarted = True
+        return standby.promote(d, x, reason, text, restarts, limit)
     delay = backoff_delay(restarts, policy.backoff.initial, policy.backoff.max)
     next_at = (x.finished_at or now) + timedelta(seconds=delay)
     d.status.restarts = restarts
     d.status.next_restart_time = format_time(next_at)
     d.restarted = True
-    limit = f"/{policy.restart_limit}" if policy.restart_limit is not None else ""
     d.event("Warning", reason, f"driver {x.name} {'disappeared' if reason == Reason.DRIVER_LOST else 'ended'} ({text}); "
                                f"restart {restarts}{limit} in {delay:g}s from the checkpoint")  # fmt: skip
     d.phase(Phase.RESTARTING, reason, f"restart {restarts}{limit} at {d.status.next_restart_time}: {text}")

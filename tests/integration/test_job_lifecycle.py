@@ -94,23 +94,66 @@ def test_too_few_slots_for_the_partitions_is_refused_not_hung(kafka_broker, kafk
     assert "4 partitions need more than 4 slots" in job.termination_message()
 
 
-def test_broker_going_away_mid_run_fails_the_job_with_a_reason(kafka_broker_factory, tmp_path):
+def test_a_broker_down_mid_run_is_waited_for_and_the_query_restarts_in_place_losing_nothing(kafka_broker_factory, tmp_path):
+    """The broker dies (SIGKILL, data kept): the job stops its query, reports SourceUnavailable while it
+    waits, restarts the query from the checkpoint in the same process when the broker is back, and every
+    flagged payment arrives."""
     broker = kafka_broker_factory()
     source, sink = "in", "out"
     broker.create_topic(source, 1)
     broker.create_topic(sink, 1)
-    broker.produce(source, payments(30))
+    before = payments(30)
+    broker.produce(source, before)
     spec_path = write_resource(tmp_path / "q.yaml", "brokergone", query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
+    job = JobProcess(spec_path, tmp_path, env={"STREAMQ_BROKER_TIMEOUT_SECONDS": "10", "STREAMQ_REPORT_PERIOD_SECONDS": "2"})
+    try:
+        broker.wait_for_records(sink, set(flagged(before)), timeout=300)
+        broker.kill()
+        killed = time.monotonic()
+        waiting = job.wait_for_record(lambda r: (r.get("health") or {}).get("state") == "SourceUnavailable", 120,
+                                      "a SourceUnavailable record")  # fmt: skip
+        noticed = time.monotonic() - killed
+        time.sleep(10)  # down a while longer: the job waits, it does not exit
+        assert job.proc.poll() is None, job.log()[-3000:]
+        broker.start()
+        back = time.monotonic()
+        after = payments(30, start=30)
+        broker.produce(source, after)
+        out = broker.wait_for_records(sink, set(flagged(before + after)), timeout=180)
+        took = time.monotonic() - back
+        restarted = job.wait_for_record(lambda r: (r.get("inPlaceRestarts") or 0) >= 1 and r["health"]["state"] != "SourceUnavailable",
+                                        60, "a record after the restart in place")  # fmt: skip
+        assert job.proc.poll() is None, "the job exited instead of restarting its query in place"
+    finally:
+        job.signal(signal.SIGTERM)
+        code = job.wait(60)
+        job.stop()
+    duplicates = sum(n - 1 for n in Counter(out).values())
+    print(f"broker gone: SourceUnavailable after {noticed:.1f}s; all {len(set(out))} flagged records {took:.1f}s after "
+          f"the broker came back; {duplicates} duplicates; inPlaceRestarts {restarted['inPlaceRestarts']}")
+    assert "unreachable" in waiting["health"]["message"] and "restarts when the broker answers" in waiting["health"]["message"]
+    assert "unreachable" in restarted["lastInPlaceRestart"]
+    assert set(out) == set(flagged(before + after)), "records lost or unexpected records"
+    assert code == ExitCode.OK
+    assert "Traceback" not in job.log()
+
+
+def test_in_place_restarts_are_limited_then_the_job_exits_for_a_new_pod(kafka_broker_factory, tmp_path):
+    """inPlaceRestarts 0: the broker gone mid-run ends the process (the operator's restart policy acts)."""
+    broker = kafka_broker_factory()
+    broker.create_topic("in", 1)
+    broker.create_topic("out", 1)
+    spec = query_spec(bootstrap=broker.bootstrap, topic="in", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS)
+    spec["restartPolicy"] = {"inPlaceRestarts": 0}
+    spec_path = write_resource(tmp_path / "q.yaml", "brokergone", spec)
+    broker.produce("in", payments(30))
     job = JobProcess(spec_path, tmp_path, env={"STREAMQ_BROKER_TIMEOUT_SECONDS": "10"})
     try:
         job.wait_for_progress(timeout=300, min_batch=1)
         broker.kill()
-        started = time.monotonic()
         code = job.wait(120)
-        took = time.monotonic() - started
     finally:
         job.stop()
-    print(f"job noticed the broker was gone after {took:.1f}s")
     assert code == ExitCode.QUERY_FAILED, job.log()[-3000:]
     assert "unreachable" in job.termination_message()
 

@@ -82,6 +82,11 @@ INVALID = [
      "spec.runtime.driver.memory in body should match"),
     ("too many transforms", spec_with(transforms=[{"where": "value > 0"}] * 65),
      "spec.transforms: Too many: 65: must have at most 64 items"),
+    ("standby on a checkpoint only one pod reaches", spec_with(**{"runtime.standby": True, "checkpoint": {"location": "/ck"}}),
+     "spec.checkpoint: Invalid value: \"object\": the standby driver must reach the same checkpoint"),
+    ("standby with the SparkApplication backend", spec_with(**{"runtime": {"standby": True, "backend": "sparkApplication"},
+                                                               "checkpoint": {"location": "s3a://bucket/ck"}}),
+     "spec.runtime.standby: Invalid value: \"object\": a standby driver needs backend pod"),
 ]  # fmt: skip
 
 
@@ -106,6 +111,9 @@ VALID = [
     ("executors give the slots", spec_with(**{"source.rate.numPartitions": 4, "runtime.parallelism": 1,
                                              "runtime.executors": {"instances": 5}})),
     ("unset parallelism is sized for the partitions", spec_with(**{"source.rate.numPartitions": 8, "runtime": {}})),
+    ("standby on a claim", spec_with(**{"runtime.standby": True,
+                                        "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}})),
+    ("standby on an object store", spec_with(**{"runtime.standby": True, "checkpoint": {"location": "s3a://bucket/ck"}})),
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[
         {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},

@@ -99,6 +99,17 @@ INVALID = {
         "expected a Kubernetes name",
     ),
     "unknown trigger mode value type": (with_change(K, "trigger", "continuous"), "spec.trigger: Input should be a valid dictionary"),
+    "standby on a checkpoint only one pod can reach": (
+        with_change(K, "runtime.standby", True), "spec.checkpoint: the standby driver must reach the same checkpoint",
+    ),
+    "standby on an emptyDir checkpoint": (
+        with_change(with_change(K, "runtime.standby", True), "checkpoint.volume", {"emptyDir": {}}),
+        "use an object store URI (s3a://, gs://, abfss://, hdfs://), a persistentVolumeClaim or a hostPath",
+    ),
+    "standby with the SparkApplication backend": (
+        with_change(with_change(K, "runtime", {"standby": True, "backend": "sparkApplication"}), "checkpoint.location", "s3a://b/ck"),
+        "spec.runtime.standby: a standby driver needs backend pod",
+    ),
 }
 
 

@@ -750,6 +750,36 @@ def test_a_stall_the_driver_reports_is_degraded_stalled_with_one_event():
     assert d.status.condition(ConditionType.DEGRADED).status == "False"
 
 
+UNAVAILABLE = {"state": "SourceUnavailable", "message": "Kafka source b:9092 unreachable for 31s (limit 30s); the query "
+               "stopped and restarts when the broker answers"}  # fmt: skip
+
+
+def test_a_driver_waiting_for_its_broker_is_degraded_source_unavailable_with_one_event_then_ready_again():
+    w = running_world()
+    w.driver_reports(**report(health=UNAVAILABLE))
+    d = w.reconcile()
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.SOURCE_UNAVAILABLE) and "unreachable for 31s" in degraded.message
+    assert d.status.phase is Phase.RUNNING and d.actions == ()  # the driver waits for the broker itself: no new pod
+    assert event_reasons(d) == [Reason.SOURCE_UNAVAILABLE] and d.events[0].type == "Warning"
+    assert w.reconcile().events == ()  # said once
+    w.driver_reports(**report(batch=5, inPlaceRestarts=1, lastInPlaceRestart="Kafka source b:9092 unreachable for 31s"))
+    d = w.reconcile()
+    assert conditions(d.status)["Degraded"] == "False" and conditions(d.status)["Ready"] == "True"
+    assert event_reasons(d) == [Reason.RESTARTED_IN_PLACE]
+    assert "(1 so far): Kafka source b:9092 unreachable" in d.events[0].message
+    assert d.status.restarts == 0 and d.status.progress["inPlaceRestarts"] == 1  # pod restarts and in-place ones apart
+    assert w.reconcile().events == ()
+
+
+def test_in_place_restarts_of_an_earlier_driver_are_not_announced_again():
+    w = running_world()
+    w.driver_reports(**report(inPlaceRestarts=2))
+    assert event_reasons(w.reconcile()) == [Reason.RESTARTED_IN_PLACE]
+    w.driver_reports(**report(batch=6, inPlaceRestarts=2))
+    assert w.reconcile().events == ()
+
+
 def _at(w, seconds_ago: float) -> str:
     return format_time(w.now - timedelta(seconds=seconds_ago))
 

@@ -67,6 +67,13 @@ class World:
     def driver_runs(self) -> None:
         self._set(phase=DriverPhase.RUNNING, started_at=self.now)
 
+    def named(self, name: str) -> Driver:
+        return next(d for d in self.drivers if d.name == name)
+
+    def change(self, name: str, **fields: Any) -> None:
+        """One driver, by name, changed (its pod started, ended, is being deleted...)."""
+        self.drivers = [replace(d, **fields) if d.name == name else d for d in self.drivers]
+
     def driver_exits(self, code: int, message: str = "boom") -> None:
         phase = DriverPhase.SUCCEEDED if code == 0 else DriverPhase.FAILED
         self._set(phase=phase, exit_code=code, message=message, finished_at=self.now,
@@ -106,7 +113,7 @@ class World:
                     kind="SparkApplication" if run.spec.runtime.backend.value == "sparkApplication" else "Pod",
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
                     spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
-                    restart_nonce=run.spec.restart_nonce or "",
+                    restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
                     created_at=self.now,
                 ))  # fmt: skip
         return decision

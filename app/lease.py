@@ -1,0 +1,226 @@
+"""Holding the driver Lease of a standby query (timings and the safety argument: app.contract.lease).
+
+``Candidate`` and ``Holder`` decide (pure: Lease records and monotonic times in);
+``DriverLease`` reads and writes the Lease with the Kubernetes API and keeps it
+renewed on a thread. The job waits in ``acquire`` with its SparkSession already
+started (the standby), runs its query only while it holds the Lease, and stops
+it, then exits, when it cannot renew in time: a driver cut off from the API
+server fences itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from app.contract.lease import (DURATION_S, FENCE_GRACE_S, LEASE_ENV, POD_NAME_ENV, POD_NAMESPACE_ENV, POLL_EVERY_S,
+                                RENEW_DEADLINE_S, RENEW_EVERY_S)
+
+log = logging.getLogger("streamq.lease")
+REQUEST_TIMEOUT_S = 2.0  # a renew that takes longer is as good as lost: the next try comes in a second
+
+
+@dataclass(frozen=True)
+class Record:
+    holder: str | None
+    renew_time: str | None  # compared for change only, never as a clock (clocks of two machines differ)
+    transitions: int = 0
+    version: str | None = None  # resourceVersion: every write is conditional on it
+
+
+class Candidate:
+    """When a waiting driver may take the Lease: it is free, released, or unchanged for ``duration_s``."""
+
+    def __init__(self, me: str, duration_s: float = DURATION_S):
+        self.me, self.duration_s = me, duration_s
+        self._seen: tuple[str | None, str | None] | None = None
+        self._seen_at = 0.0
+
+    def decide(self, record: Record | None, now: float) -> str:
+        """``create``, ``take``, ``mine`` or ``wait``."""
+        if record is None:
+            return "create"
+        if record.holder == self.me:
+            return "mine"
+        if not record.holder:
+            return "take"  # released by a driver that stopped cleanly, or by the operator for a dead one
+        key = (record.holder, record.renew_time)
+        if key != self._seen:  # renewed (or a new holder) since the last look: the wait starts again
+            self._seen, self._seen_at = key, now
+            return "wait"
+        return "take" if now - self._seen_at >= self.duration_s else "wait"
+
+    def expires_in(self, now: float) -> float:
+        return max(0.0, self._seen_at + self.duration_s - now) if self._seen is not None else self.duration_s
+
+
+class Holder:
+    """The holder's deadline, from the moment its last successful renew was *sent*."""
+
+    def __init__(self, sent_at: float, renew_deadline_s: float = RENEW_DEADLINE_S):
+        self.last_sent, self.renew_deadline_s = sent_at, renew_deadline_s
+
+    def renewed(self, sent_at: float) -> None:
+        self.last_sent = max(self.last_sent, sent_at)
+
+    def expired(self, now: float) -> bool:
+        return now - self.last_sent >= self.renew_deadline_s
+
+
+def _now_micro() -> datetime:
+    return datetime.now(UTC)
+
+
+class DriverLease:
+    """The Lease ``name`` in ``namespace``, for the pod ``me``."""
+
+    def __init__(self, name: str, namespace: str, me: str, api=None, clock: Callable[[], float] = time.monotonic,
+                 exit_hard: Callable[[int], None] = os._exit):  # fmt: skip
+        self.name, self.namespace, self.me = name, namespace, me
+        self._api = api
+        self.clock = clock
+        self.exit_hard = exit_hard
+        self.holder: Holder | None = None
+        self.lost = threading.Event()
+        self.lost_reason = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_env(cls, env=None) -> "DriverLease | None":
+        """The lease the operator named on a standby query's driver pod; None for every other run."""
+        env = os.environ if env is None else env
+        name = env.get(LEASE_ENV)
+        if not name:
+            return None
+        return cls(name, env.get(POD_NAMESPACE_ENV, "default"), env.get(POD_NAME_ENV) or f"streamq-{os.getpid()}")
+
+    @property
+    def api(self):
+        if self._api is None:
+            from kubernetes import client, config
+
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:  # outside a pod (tests, a driver run by hand): KUBECONFIG
+                config.load_kube_config()
+            self._api = client.CoordinationV1Api()
+        return self._api
+
+    # --- reading and writing the Lease ------------------------------------------------
+
+    def read(self) -> Record | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            lease = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        spec = lease.spec
+        renew = spec.renew_time.isoformat() if spec.renew_time is not None else None
+        return Record(spec.holder_identity, renew, spec.lease_transitions or 0, lease.metadata.resource_version)
+
+    def _body(self, record: Record | None, transitions: int, holder: str | None, acquired: bool) -> dict:
+        now = _now_micro()
+        spec = {"holderIdentity": holder, "leaseDurationSeconds": int(DURATION_S), "leaseTransitions": transitions,
+                "renewTime": now.isoformat()}  # fmt: skip
+        if acquired:
+            spec["acquireTime"] = now.isoformat()
+        meta = {"name": self.name, "namespace": self.namespace}
+        if record is not None:
+            meta["resourceVersion"] = record.version  # the write fails (409) if anyone wrote in between
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
+
+    def _write(self, record: Record | None, holder: str | None, acquired: bool) -> bool:
+        """Create or replace; False when someone else wrote first (409) or the API did not answer."""
+        from kubernetes.client.exceptions import ApiException
+
+        transitions = (record.transitions if record else 0) + (1 if acquired and record is not None else 0)
+        body = self._body(record, transitions, holder, acquired)
+        try:
+            if record is None:
+                self.api.create_namespaced_lease(self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
+            else:
+                self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
+            return True
+        except ApiException as exc:
+            if exc.status in (409, 404):  # lost a race: look again
+                return False
+            raise
+
+    # --- the candidate ----------------------------------------------------------------
+
+    def acquire(self, stop: threading.Event, on_wait: Callable[[Record, float], None] | None = None) -> bool:
+        """Block until this pod holds the Lease (True) or ``stop`` is set (False)."""
+        candidate = Candidate(self.me)
+        said = 0.0
+        while not stop.is_set():
+            sent = self.clock()
+            try:
+                record = self.read()
+                verdict = candidate.decide(record, self.clock())
+                if verdict in ("create", "take", "mine") and self._write(record, self.me, acquired=verdict != "mine"):
+                    self.holder = Holder(sent)
+                    log.info("holding lease %s/%s (%s)", self.namespace, self.name,
+                             "created" if verdict == "create" else "taken over" if verdict == "take" else "already ours")  # fmt: skip
+                    return True
+                if record is not None and on_wait is not None and self.clock() - said >= 5.0:
+                    said = self.clock()
+                    on_wait(record, candidate.expires_in(self.clock()))
+            except Exception as exc:  # the API server away: keep waiting; nobody else can take it meanwhile either
+                log.warning("lease %s: %s", self.name, exc)
+            stop.wait(POLL_EVERY_S)
+        return False
+
+    # --- the holder -------------------------------------------------------------------
+
+    def keep(self, on_lost: Callable[[str], None], code: int) -> None:
+        """Renew on a thread. Past the deadline: ``on_lost`` (stop the query), and ``code`` as a hard
+        exit FENCE_GRACE_S later if the process is still here."""
+
+        def run() -> None:
+            while not self._stop.wait(RENEW_EVERY_S):
+                sent = self.clock()
+                try:
+                    record = self.read()
+                    if record is None or record.holder != self.me:
+                        self._lose(f"the lease is held by {record.holder if record else 'nobody'} now", on_lost, code)
+                        return
+                    if self._write(record, self.me, acquired=False):
+                        self.holder.renewed(sent)
+                except Exception as exc:
+                    log.warning("lease %s: renew failed: %s", self.name, exc)
+                if self.holder.expired(self.clock()):
+                    self._lose(f"not renewed for {RENEW_DEADLINE_S:g}s (the API server unreachable?)", on_lost, code)
+                    return
+
+        self._thread = threading.Thread(target=run, name="streamq-lease", daemon=True)
+        self._thread.start()
+
+    def _lose(self, reason: str, on_lost: Callable[[str], None], code: int) -> None:
+        self.lost_reason = f"lost lease {self.name}: {reason}; stopping the query"
+        log.error("%s", self.lost_reason)
+        self.lost.set()
+        on_lost(self.lost_reason)
+        # Whatever the query's stop does, this process writes nothing after the grace.
+        timer = threading.Timer(FENCE_GRACE_S, self.exit_hard, args=(code,))
+        timer.daemon = True
+        timer.start()
+
+    def release(self) -> None:
+        """After a clean stop: free the Lease so the standby takes over at once."""
+        self._stop.set()
+        try:
+            record = self.read()
+            if record is not None and record.holder == self.me:
+                self._write(record, None, acquired=False)
+                log.info("released lease %s", self.name)
+        except Exception as exc:  # it expires by itself
+            log.warning("lease %s: release failed: %s", self.name, exc)

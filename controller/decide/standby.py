@@ -1,0 +1,89 @@
+"""The standby driver of a query with ``spec.runtime.standby`` (pure).
+
+A standby is the next attempt's driver pod, created once the current one runs: its
+JVM and SparkSession start, then it waits for the query's Lease (app.lease). The
+Lease, not this module, keeps the two from running the query at once; these
+decisions only keep the pods and the status in step:
+
+    pick     which pod is the standby (the newest live one of the spec that runs); others go
+    ensure   the current driver runs and no standby exists: create one (attempt + 1)
+    promote  the current driver failed or vanished: the standby becomes the current driver
+             (counted as a restart, no backoff); its Lease is freed at once when the old
+             driver's container is known to have ended, else it expires by itself
+    drop     suspend, a terminal phase, a spec change, standby turned off: the standby goes
+"""
+
+from __future__ import annotations
+
+from app.contract.lease import lease_name
+from app.contract.spec import QuerySpec
+from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease
+from controller.observe import Driver
+from controller.phases import Phase, Reason
+from controller.run import Run
+from controller.status import CheckpointStatus
+
+
+def candidates(mine: list[Driver], attempt: int) -> list[Driver]:
+    """Standby pods not promoted yet: created as standbys for an attempt after the current one."""
+    return [x for x in mine if x.standby and (x.attempt or 0) > attempt]
+
+
+def pick(d: Draft, standbys: list[Driver], run_spec: QuerySpec, run_hash: str) -> None:
+    """Keep the newest live standby of the spec that runs (on ``d.standby``); delete the rest."""
+    wanted = run_spec.runtime.standby and not run_spec.suspend
+    live = [x for x in standbys if x.active and not x.deleting and x.spec_hash == run_hash]
+    keep = live[-1] if wanted and live else None
+    for x in standbys:
+        if x is not keep:
+            d.delete(x, _why_not(x, wanted, run_hash))
+    d.standby = keep
+    d.status.standby = keep.name if keep is not None else None
+
+
+def _why_not(x: Driver, wanted: bool, run_hash: str) -> str:
+    if not wanted:
+        return "no standby wanted (spec.runtime.standby off, or suspended)"
+    if not x.active:
+        return "the standby ended"
+    if x.spec_hash != run_hash:
+        return "the standby runs an older spec"
+    return "one standby is enough"
+
+
+def drop(d: Draft, why: str) -> None:
+    if d.standby is not None:
+        d.delete(d.standby, why)
+        d.standby = None
+        d.status.standby = None
+
+
+def ensure(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: CheckpointStatus, newest_attempt: int) -> None:
+    """A running driver of a standby query gets a standby, once."""
+    if not run_spec.runtime.standby or d.standby is not None or current.deleting:
+        return
+    run = Run(query=d.inputs.name, namespace=d.inputs.namespace, attempt=newest_attempt + 1, spec=run_spec,
+              checkpoint_location=checkpoint.location, standby=True)  # fmt: skip
+    d.actions.append(CreateDriver(run))
+    d.status.standby = run.driver_name
+    d.event("Normal", Reason.STANDBY_CREATED, f"created standby driver {run.driver_name}: it takes over if {current.name} fails")
+
+
+def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit: str) -> Decision:
+    """The standby takes over from ``gone``; the restart is counted by the caller."""
+    standby = d.standby
+    assert standby is not None
+    st = d.status
+    st.attempt, st.driver, st.driver_kind = standby.attempt or st.attempt, standby.name, standby.kind
+    st.driver_start_time, st.next_restart_time, st.standby = None, None, None
+    d.standby = None
+    known_dead = gone.phase.ended and gone.finished_at is not None  # the kubelet saw its container end
+    if known_dead:
+        d.actions.append(ReleaseLease(lease_name(d.inputs.name), gone.name))
+    if not gone.deleting and gone.name != "?":
+        d.delete(gone, f"replaced by standby {standby.name}")
+    how = "at once (its container ended)" if known_dead else "when the old driver's lease expires"
+    d.event("Warning", reason, f"driver {gone.name} {'disappeared' if reason == Reason.DRIVER_LOST else 'ended'} ({text}); "
+                               f"standby {standby.name} takes over {how} (restart {restarts}{limit})")  # fmt: skip
+    d.phase(Phase.STARTING, Reason.STANDBY_PROMOTED, f"standby {standby.name} takes over from {gone.name}: {text}")
+    return d.finish("promote")
