@@ -34,6 +34,7 @@ from app.contract.problems import SpecError
 
 log = logging.getLogger("streamq.job")
 STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)
+_INJECTED = threading.Event()
 SOURCE_PROBE_S = 5.0  # while waiting for a broker: one look, and one SourceUnavailable record, this often
 
 
@@ -214,6 +215,8 @@ def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, s
     wake = threading.Event()  # the listener wakes whichever watchdog watches the query now
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(rates, wake))
+    if failpoints.active(Failpoint.FAIL_ON_SIGUSR2):
+        signal.signal(signal.SIGUSR2, lambda *_: _INJECTED.set())
     restarts = InPlaceRestarts(limit=spec.restart_policy.in_place_restarts)
     starting, recovered = plan.starting_offsets, plan.recovered
     while True:
@@ -365,6 +368,10 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: thre
                 quiet()
             query.stop()  # run() reports what was committed, once Spark is stopped too
             return ExitCode.OK, "stop requested"
+        if _INJECTED.is_set():  # tests: a transient failure on demand (failpoint fail-on-sigusr2)
+            _INJECTED.clear()
+            _stop_within(query, seconds=10)
+            return ExitCode.QUERY_FAILED, f"injected failure (failpoint {Failpoint.FAIL_ON_SIGUSR2})"
         if watchdog.exit:
             # A broker gone, a stalled or outgrown query: a graceful stop would wait out
             # Kafka's timeouts or the hang itself, and nothing more can be committed anyway.

@@ -137,7 +137,7 @@ class ModeRun:
             spec["sink"]["kafka"]["options"] = dict(self.args.sink_option)
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
-        self.job = JobProcess(path, self.workdir)
+        self.job = JobProcess(path, self.workdir, env=getattr(self.args, "job_env", None))
 
     def _start_flink(self) -> None:
         from bench.flink_peer import FlinkPeer

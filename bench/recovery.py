@@ -3,6 +3,8 @@ on the same checkpoint, and count what that cost.
 
     .venv/bin/python -m bench.recovery                     # 5 kills, continuous mode, 1k records/s
     .venv/bin/python -m bench.recovery --mode microBatch --kills 5 --rate 1000
+    .venv/bin/python -m bench.recovery --standby release   # a warm standby driver takes over
+    .venv/bin/python -m bench.recovery --in-place          # the query fails, the same driver restarts it
 
 A producer process sends at a steady rate the whole time (records stamped with a
 sequence number and their send time); a consumer process reads the sink topic. Each
@@ -13,12 +15,23 @@ Reported per kill: restart -> first output record of the new run (the new run's
 records are told apart by their Kafka timestamp, set when Spark's producer sent
 them), kill -> first output, and the records written twice. At the end the producer
 stops and every record that passes the filter must have arrived: lost must be 0.
+
+``--standby`` runs the drivers as a standby query's pods run them: a kube-apiserver
+(tests/support/kube.py) holds the query's Lease, a second job waits for it with its
+SparkSession up, and each kill is followed by nothing but the wait for the Lease.
+``release`` frees the Lease once the killed process is reaped, as the operator does
+when the kubelet reports the container terminated (the kubelet's own report delay is
+not in this figure; the e2e standby scenario includes it); ``expire`` lets it expire
+(a lost node). The next standby is started, and waits, before the next kill.
+``--in-place`` fails the running query through the test failpoint ``fail-on-sigusr2``
+instead of killing anything: the same driver restarts it from the checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import shutil
 import tempfile
 import time
@@ -36,8 +49,9 @@ def first_output_after(received_path: Path, t_ns: int, timeout: float, job, mark
     Also notes in ``marks`` when the job's log first said the query started (50 ms resolution)."""
     deadline = time.monotonic() + timeout
     t_ms = t_ns // 1_000_000
+    starts = marks.pop("startsBefore", 0)  # a driver restarting in place logs one more start
     while time.monotonic() < deadline:
-        if "queryStartedNs" not in marks and QUERY_STARTED in job.log():
+        if "queryStartedNs" not in marks and job.log().count(QUERY_STARTED) > starts:
             marks["queryStartedNs"] = time.time_ns()
         data = read_received(received_path)
         new = data[data[:, 3] >= t_ms]
@@ -63,11 +77,76 @@ def wait_caught_up(received_path: Path, timeout: float, lag_s: float = 1.0) -> f
     return None
 
 
+class Drivers:
+    """The jobs of one query: one at a time (a restart is a new process), a standby query's
+    warm pair (the Lease decides), or one driver that restarts its query in place."""
+
+    def __init__(self, args, workdir: Path):
+        self.args, self.workdir = args, workdir
+        self.apiserver = None
+        self.env: dict[str, str] | None = None
+        self.standby = None
+        self.count = 1
+        if args.standby != "none":
+            from tests.support.kube import KubeApiServer
+
+            self.apiserver = KubeApiServer().start()
+            self.apiserver.kubectl("create", "namespace", "bench")
+            self.env = {"STREAMQ_LEASE": "bench-driver", "POD_NAMESPACE": "bench", "POD_NAME": "bench-driver-1",
+                        "KUBECONFIG": str(self.apiserver.kubeconfig)}  # fmt: skip
+        elif args.in_place:
+            self.env = {"STREAMQ_FAILPOINT": "fail-on-sigusr2"}
+
+    def start_standby(self, spec_path: Path) -> None:
+        from tests.support.jobs import JobProcess
+
+        self.count += 1
+        folder = self.workdir / f"driver-{self.count}"
+        folder.mkdir(exist_ok=True)
+        self.standby = JobProcess(spec_path, folder, env={**self.env, "POD_NAME": f"bench-driver-{self.count}"})
+        deadline = time.monotonic() + 300
+        while "standing by: lease" not in self.standby.log():
+            if time.monotonic() > deadline or self.standby.proc.poll() is not None:
+                raise RuntimeError(f"the standby never waited for the lease:\n{self.standby.log()[-3000:]}")
+            time.sleep(0.2)
+
+    def fail(self, mode_run, spec_path: Path) -> None:
+        """Kill the running driver (or fail its query in place); leave the next one starting."""
+        from tests.support.jobs import JobProcess
+
+        if self.args.in_place:
+            mode_run.job.signal(signal.SIGUSR2)
+            return
+        holder = f"bench-driver-{self.count - 1}" if self.standby is not None else None
+        mode_run.job.kill_all()
+        mode_run.job.wait(30)
+        mode_run.job.stop()
+        if self.standby is None:
+            mode_run.job = JobProcess(spec_path, mode_run.workdir)
+            return
+        if self.args.standby == "release":  # what the operator does once the kubelet reports the end
+            from controller.kube import Kube
+
+            with self.apiserver.api_client() as api:
+                Kube(api).release_lease("bench", "bench-driver", holder)
+        mode_run.job, self.standby = self.standby, None
+
+    def close(self) -> None:
+        if self.standby is not None:
+            self.standby.stop()
+        if self.apiserver is not None:
+            self.apiserver.stop()
+
+
+def _spread(values) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"min": ordered[0], "p50": percentile(ordered, 50), "p99": percentile(ordered, 99), "max": ordered[-1]}
+
+
 def run(args) -> dict[str, Any]:
     import numpy as np
 
     from app.checkpoint import read_checkpoint
-    from tests.support.jobs import JobProcess
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),
@@ -79,11 +158,12 @@ def run(args) -> dict[str, Any]:
     sampler.start()
     ok = False
     mode_run = None
+    drivers = Drivers(args, workdir)
     try:
         broker.start()
         # ModeRun gives the producer/consumer processes and the job exactly as bench.latency runs them.
         mode_run = ModeRun(args.mode, broker, workdir, argparse.Namespace(conf=args.conf, source_option=[], sink_option=[], autogroup_nice=0,
-                                                                             partitions=args.partitions))  # fmt: skip
+                                                                             partitions=args.partitions, job_env=drivers.env))  # fmt: skip
         t = time.monotonic()
         mode_run.start()
         results["readyAfterS"] = round(time.monotonic() - t, 1)
@@ -94,15 +174,14 @@ def run(args) -> dict[str, Any]:
         log(f"{args.mode} query running, producing {args.rate:,}/s")
         for kill in range(1, args.kills + 1):
             caught_up = wait_caught_up(mode_run.received_path, args.catch_up_timeout, args.caught_up_lag)
+            if args.standby != "none":
+                drivers.start_standby(spec_path)
             time.sleep(args.steady)
             state = read_checkpoint(str(checkpoint))
+            marks: dict = {"startsBefore": mode_run.job.log().count(QUERY_STARTED) if args.in_place else 0}
             t_kill = time.time_ns()
-            mode_run.job.kill_all()
-            mode_run.job.wait(30)
-            mode_run.job.stop()
-            mode_run.job = JobProcess(spec_path, mode_run.workdir)
+            drivers.fail(mode_run, spec_path)
             t_restart = time.time_ns()
-            marks: dict = {}
             first = first_output_after(mode_run.received_path, t_restart, args.restart_timeout, mode_run.job, marks)
             started = marks.get("queryStartedNs")
             row = {
@@ -156,6 +235,7 @@ def run(args) -> dict[str, Any]:
             "lostSample": lost[:20],
             "filteredButArrived": len(unexpected),
             "restartToFirstOutputS": {"min": recovery[0], "p50": percentile(recovery, 50), "max": recovery[-1]},
+            "killToFirstOutputS": _spread(k["killToFirstOutputS"] for k in results["kills"]),
         }
         ok = True
     finally:
@@ -166,6 +246,7 @@ def run(args) -> dict[str, Any]:
             if mode_run.job is not None:
                 results["jobLogTail"] = mode_run.job.log()[-2000:]
             mode_run.close()
+        drivers.close()
         broker.stop()
         if ok:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -190,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 1 for continuous/realTime, 5 for microBatch)")
     parser.add_argument("--catch-up-timeout", type=float, default=120.0)
     parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
+    parser.add_argument("--standby", choices=["none", "release", "expire"], default="none",
+                        help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire")
+    parser.add_argument("--in-place", action="store_true", help="fail the query (failpoint) instead of killing the driver")
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
     if args.caught_up_lag is None:
@@ -204,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
     print(text, flush=True)
     results["table"] = text
-    path = write_results(f"recovery-{args.mode}", results)
+    how = "-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place else ""
+    path = write_results(f"recovery-{args.mode}{how}", results)
     log(f"wrote {path}")
     if not args.no_plots:
         from bench import plots

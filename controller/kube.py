@@ -100,11 +100,13 @@ class Kube:
             self.core.replace_namespaced_config_map(meta["name"], meta["namespace"], obj, _preload_content=False,
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
 
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        """Delete with the object's own grace period; gone already is fine."""
+    def delete(self, kind: str, namespace: str, name: str, force: bool = False) -> None:
+        """Delete with the object's own grace period (``force``: none, for a pod whose kubelet is
+        gone and will never confirm); gone already is fine."""
+        extra = {"grace_period_seconds": 0} if force else {}
         try:
             self._resource(CHILD_API_VERSIONS[kind], kind).delete(name=name, namespace=namespace,
-                                                                  _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+                                                                  _request_timeout=REQUEST_TIMEOUT_S, **extra)  # fmt: skip
         except NotFoundError:
             pass
 

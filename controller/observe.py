@@ -44,6 +44,7 @@ class Driver:
     restart_nonce: str | None = None  # None: not recorded (a driver of an older operator); "": none
     owner_uid: str | None = None  # the controlling owner (the StreamingQuery)
     deleting: bool = False
+    deletion_due: datetime | None = None  # deletionTimestamp: when its grace period ends
     standby: bool = False  # created as a standby (spec.runtime.standby); it keeps the label once it takes over
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
@@ -75,6 +76,7 @@ def _identity(meta: dict[str, Any]) -> dict[str, Any]:
         "restart_nonce": annotations.get(names.ANNOTATION_RESTART_NONCE),
         "owner_uid": _controller_uid(meta),
         "deleting": bool(meta.get("deletionTimestamp")),
+        "deletion_due": parse_time(meta.get("deletionTimestamp")),
         "standby": (meta.get("labels") or {}).get(names.LABEL_ROLE) == names.ROLE_STANDBY,
         "created_at": parse_time(meta.get("creationTimestamp")),
     }

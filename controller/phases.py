@@ -54,6 +54,8 @@ class Reason(StrEnum):
     QUERY_REFUSED = "QueryRefused"
     STALLED = "Stalled"  # no commit while input waited (the job's watchdog)
     SOURCE_UNAVAILABLE = "SourceUnavailable"  # the driver stopped its query on a silent broker and waits for it
+    DRIVER_STUCK_TERMINATING = "DriverStuckTerminating"  # past its grace period: its node or kubelet is gone
+    DRIVER_FORCE_DELETED = "DriverForceDeleted"
     STANDBY_CREATED = "StandbyCreated"
     STANDBY_PROMOTED = "StandbyPromoted"  # the standby driver took over from a failed one
     RESTARTED_IN_PLACE = "RestartedInPlace"  # the driver restarted its query from the checkpoint, same pod

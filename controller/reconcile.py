@@ -102,8 +102,8 @@ def reconcile_once(
 def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log) -> Decision:
     for action in decision.actions:
         if isinstance(action, DeleteDriver):
-            log.info("deleting %s %s: %s", action.kind, action.name, action.reason)
-            kube.delete(action.kind, inputs.namespace, action.name)
+            log.info("%sdeleting %s %s: %s", "force-" if action.force else "", action.kind, action.name, action.reason)
+            kube.delete(action.kind, inputs.namespace, action.name, force=action.force)
         elif isinstance(action, ReleaseLease):
             try:  # best effort: the Lease expires by itself within its duration anyway
                 if kube.release_lease(inputs.namespace, action.name, action.holder):

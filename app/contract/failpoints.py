@@ -12,6 +12,9 @@ a test cannot pass as a test of the happy path.
     skip-slot-check    the job skips its check that there is a task slot for every
                        source partition, so a long-running query really hangs and
                        the watchdog (and the operator's stall report) must see it.
+    fail-on-sigusr2    the job fails its running query, as a transient failure would
+                       (QUERY_FAILED), each time it gets SIGUSR2: restarts in place are
+                       tested and measured without breaking a broker.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ ENV = "STREAMQ_FAILPOINT"
 class Failpoint(StrEnum):
     EXIT_AFTER_CREATE = "exit-after-create"
     SKIP_SLOT_CHECK = "skip-slot-check"
+    FAIL_ON_SIGUSR2 = "fail-on-sigusr2"
 
 
 class UnknownFailpoint(ValueError):

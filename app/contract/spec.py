@@ -356,6 +356,14 @@ class RestartPolicy(Model):
     )
     backoff: Backoff = Field(default_factory=Backoff)
     stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
+    force_delete_after: Duration = Field(
+        default="5m",
+        description=(
+            "A driver pod still Terminating this long after its grace period ended (its node or kubelet is gone) is "
+            "force-deleted so the next driver can start. A standby query's Lease keeps such a driver from writing if it "
+            "still runs; without standby, choose a time after which the node is surely down."
+        ),
+    )
     in_place_restarts: int = Field(
         default=3,
         ge=0,

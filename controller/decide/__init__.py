@@ -65,6 +65,7 @@ def decide(inputs: Inputs) -> Decision:
 
     # 2. the checkpoint gate
     run_spec, checkpoint = checkpoint_gate(d, desired)
+    drivers.terminating(d, inputs.drivers, desired)  # a pod its lost node never lets go: said, then forced
     run_hash = spec_hash(run_spec, checkpoint.location)
     d.status.mode = run_spec.mode if d.refusal is None else (old.mode or run_spec.mode)  # refused: the old one runs
 

@@ -33,7 +33,7 @@ _STUCK = (Phase.FAILED, Phase.INVALID)  # terminal until the spec changes; Compl
 
 def conditions(old: QueryStatus, new: QueryStatus, reason: str | None, *, refusal: str | None, stall: str | None,
                silence: str | None, now: datetime, generation: int, blocked: str | None = None,
-               unavailable: str | None = None) -> list[Condition]:  # fmt: skip
+               unavailable: str | None = None, stuck: str | None = None) -> list[Condition]:  # fmt: skip
     """The conditions of ``new``; ``reason`` None keeps the reason Ready has in ``old``;
     ``blocked`` says why the driver cannot start."""
     phase = new.phase or Phase.PENDING
@@ -41,7 +41,7 @@ def conditions(old: QueryStatus, new: QueryStatus, reason: str | None, *, refusa
     kept = old.condition(ConditionType.READY)
     reason = reason or (kept.reason if kept is not None else Reason.AS_EXPECTED)
     trouble, trouble_message = _degraded(phase, reason, message, refusal=refusal, stall=stall, silence=silence,
-                                         blocked=blocked, unavailable=unavailable) or (None, "")  # fmt: skip
+                                         blocked=blocked, unavailable=unavailable, stuck=stuck) or (None, "")  # fmt: skip
     stalled, stalled_message = _stalled(phase, reason, message, refusal=refusal) or (None, "")
     # kstatus takes the first of the two that is True: never both, and a spec it cannot realise wins
     reconciling = phase in _ON_ITS_WAY and stalled is None
@@ -80,10 +80,13 @@ def _stalled(phase: Phase, reason: str, message: str, *, refusal: str | None) ->
 
 
 def _degraded(phase: Phase, reason: str, message: str, *, refusal: str | None, stall: str | None,
-              silence: str | None, blocked: str | None, unavailable: str | None = None) -> tuple[str, str] | None:  # fmt: skip
+              silence: str | None, blocked: str | None, unavailable: str | None = None,
+              stuck: str | None = None) -> tuple[str, str] | None:  # fmt: skip
     """(reason, message) of what is wrong, None when nothing is."""
     if refusal is not None:
         return Reason.INCOMPATIBLE_CHANGE, refusal
+    if stuck is not None:
+        return Reason.DRIVER_STUCK_TERMINATING, stuck
     if unavailable is not None:
         return Reason.SOURCE_UNAVAILABLE, unavailable
     if stall is not None:

@@ -47,6 +47,7 @@ class DeleteDriver:
     kind: str
     name: str
     reason: str
+    force: bool = False  # grace period 0: for a pod its kubelet will never confirm gone
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Draft:
     silence: str | None = None  # the running driver stopped reporting
     unavailable: str | None = None  # the running driver waits for a broker that does not answer
     blocked: str | None = None  # the driver cannot start (unschedulable, an image it cannot pull)
+    stuck: str | None = None  # a driver pod Terminating long past its grace period
     standby: Driver | None = None  # a live standby driver of the spec that runs (spec.runtime.standby)
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
@@ -105,9 +107,9 @@ class Draft:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.events.append(Event(type_, reason, message))
 
-    def delete(self, d: Driver, reason: str) -> None:
-        if not d.deleting:
-            self.actions.append(DeleteDriver(d.kind, d.name, reason))
+    def delete(self, d: Driver, reason: str, force: bool = False) -> None:
+        if not d.deleting or force:
+            self.actions.append(DeleteDriver(d.kind, d.name, reason, force))
 
     def wait(self, seconds: float) -> None:
         self.requeue.append(max(0.0, seconds))
@@ -118,7 +120,7 @@ class Draft:
     def finish(self, verb: str) -> Decision:
         self.status.conditions = conditions(
             self.old, self.status, self.reason, refusal=self.refusal, stall=self.stall, silence=self.silence,
-            unavailable=self.unavailable, now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
+            unavailable=self.unavailable, stuck=self.stuck, now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
         )  # fmt: skip
         return Decision(
             verb=verb,

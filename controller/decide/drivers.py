@@ -8,16 +8,46 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
-from app.contract.spec import QuerySpec
+from app.contract.spec import QuerySpec, duration_ms
 from controller.decide import health, restart
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
 from controller.observe import Driver
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
 from controller.status import CheckpointStatus, Reconciled, format_time, parse_time
+
+
+STUCK_SLACK_S = 30.0  # past its grace period this long, a pod is stuck (not merely slow to report)
+
+
+def terminating(d: Draft, drivers: tuple[Driver, ...], run_spec: QuerySpec) -> None:
+    """Drivers still Terminating long after their grace period ended: a node or kubelet that is
+    gone never confirms the deletion, and the next driver waits for it forever. Said at once
+    (Degraded, one event); force-deleted after restartPolicy.forceDeleteAfter."""
+    now = d.inputs.now
+    force_after = timedelta(milliseconds=duration_ms(run_spec.restart_policy.force_delete_after))
+    for x in drivers:
+        if not x.deleting or x.deletion_due is None or now < x.deletion_due + timedelta(seconds=STUCK_SLACK_S):
+            continue
+        late = (now - x.deletion_due).total_seconds()
+        force_at = x.deletion_due + force_after
+        if now >= force_at:
+            d.delete(x, f"Terminating {late:.0f}s past its grace period", force=True)
+            d.event("Warning", Reason.DRIVER_FORCE_DELETED,
+                    f"driver {x.name} was Terminating {late:.0f}s past its grace period (its node is gone?): force-deleted "
+                    f"after restartPolicy.forceDeleteAfter {run_spec.restart_policy.force_delete_after}")  # fmt: skip
+            continue
+        d.stuck = (f"driver {x.name} has been Terminating {late:.0f}s past its grace period (is its node down?); the next "
+                   f"driver waits for it; it is force-deleted at {format_time(force_at)} (restartPolicy.forceDeleteAfter)")  # fmt: skip
+        previous = d.old.condition(ConditionType.DEGRADED)
+        if previous is None or previous.reason != Reason.DRIVER_STUCK_TERMINATING or previous.status != "True":
+            d.event("Warning", Reason.DRIVER_STUCK_TERMINATING, d.stuck)
+        d.wait((force_at - now).total_seconds())
 
 
 def invalid_spec(d: Draft, exc: SpecError) -> Decision:

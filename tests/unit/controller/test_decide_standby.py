@@ -136,3 +136,37 @@ def test_the_first_driver_of_a_standby_query_holds_a_lease_and_has_an_account():
     plain = render.driver_pod(creates(World().reconcile())[0], Settings())
     assert "STREAMQ_LEASE" not in {e["name"] for e in plain["spec"]["containers"][0]["env"]}
     assert plain["spec"]["automountServiceAccountToken"] is False  # no API access without standby or executors
+
+
+# --- a driver stuck Terminating (its node is gone): said, then force-deleted -------------
+
+
+def test_a_driver_stuck_terminating_is_said_then_force_deleted_after_the_users_grace():
+    from datetime import timedelta
+
+    w = World(base_spec(**{"restartPolicy.forceDeleteAfter": "2m"}))
+    w.reconcile()
+    w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)
+    w.reconcile()
+    w.change("q-driver-1", deleting=True, deletion_due=w.now + timedelta(seconds=60))  # deleted, 60 s grace
+    w.advance(60 + 20)
+    d = w.reconcile()
+    assert all(e.reason != Reason.DRIVER_STUCK_TERMINATING for e in d.events)  # 20 s late: merely slow
+    w.advance(20)  # 40 s past its grace
+    d = w.reconcile()
+    degraded = next(c for c in d.status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", Reason.DRIVER_STUCK_TERMINATING)
+    assert "Terminating 40s past its grace period" in degraded.message and "force-deleted at" in degraded.message
+    assert [e.reason for e in d.events] == [Reason.DRIVER_STUCK_TERMINATING] and d.actions == ()
+    assert d.requeue_after <= 80  # looks again by the time the grace the user set is over
+    assert w.reconcile().events == ()  # said once
+    w.advance(80)
+    d = w.reconcile()
+    (force,) = [a for a in d.actions if isinstance(a, DeleteDriver)]
+    assert (force.name, force.force) == ("q-driver-1", True)
+    assert Reason.DRIVER_FORCE_DELETED in [e.reason for e in d.events]
+    w.drivers = []  # the API removed it at once
+    d = w.reconcile()
+    assert d.status.phase is Phase.RESTARTING and d.status.last_failure.reason == Reason.DRIVER_LOST
+    w.advance(5)  # the backoff
+    assert [r.attempt for r in creates(w.reconcile())] == [2]  # the next driver is no longer blocked

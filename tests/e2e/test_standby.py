@@ -1,0 +1,87 @@
+"""Scenario: a standby query (spec.runtime.standby). Its second driver pod waits with its JVM and
+SparkSession up; the running driver's container is SIGKILLed (ctr) or its pod deleted mid-stream;
+the standby takes over from the checkpoint without a new pod. Every record arrives; the seconds
+from the kill to the first record the standby wrote are the figure."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.e2e.helpers import figure, flagged, fraud_spec, payments, wait_output
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+
+RATE = 30  # payments per second while the driver dies: 10 flagged per second
+
+
+def _logs(sq, pod: str) -> str:
+    return sq.kubectl("logs", pod, "-c", "driver", check=False, timeout=30).stdout
+
+
+def _standby_waiting(sq, name: str) -> str:
+    def waiting() -> str | None:
+        standby = sq.status(name).get("standby")
+        if standby and "standing by: lease" in _logs(sq, standby):
+            return standby
+        return None
+
+    return wait_for(waiting, 420, f"the standby of {name} waiting for the lease", interval=2, ignore=(Exception,))
+
+
+def _first_output_after(kafka, sink: str, before: set, timeout: float) -> float:
+    """Seconds until a record not in ``before`` arrives on the sink."""
+    t0 = time.monotonic()
+
+    def new() -> bool:
+        return bool(set(kafka.read_all(sink, quiet=0.3, timeout=10)) - before)
+
+    wait_for(new, timeout, "a record written after the kill", interval=0.2)
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("how", ["container killed", "pod deleted"])
+def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
+    test = f"standby ({how})"
+    name = sq.name(f"standby-{how.split()[0]}")
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.standby": True}))
+    status = sq.wait_running(name, timeout=420)
+    first = payments(90)
+    kafka.produce(source, first)
+    wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
+    standby = _standby_waiting(sq, name)
+    active = sq.driver_pod(name)
+    assert active["metadata"]["name"] != standby
+
+    during = payments(RATE * 30, start=90)
+    producer = kafka.produce_paced(source, during, RATE)
+    time.sleep(8)  # mid-stream
+    written = set(kafka.read_all(sink))
+    if how == "pod deleted":
+        sq.kubectl("delete", "pod", active["metadata"]["name"], "--wait=false")
+    else:
+        container = next(c for c in active["status"]["containerStatuses"] if c["name"] == "driver")
+        cluster.kill_container(container["containerID"])
+    # Nothing new is written once the driver is gone (the paced producer keeps going), so the first
+    # record that is not in `written` (read after the kill) comes from the standby.
+    killed = time.monotonic()
+    back_after = _first_output_after(kafka, sink, written | set(kafka.read_all(sink, quiet=0.2)), 120)
+    taken = wait_for(lambda: (s := sq.status(name)).get("driver") == standby and s, 60, "status naming the standby the driver")
+    producer.join(120)
+    last = payments(60, start=90 + len(during))
+    kafka.produce(source, last)
+    out = wait_output(kafka, sink, flagged(first + during + last), 300, lambda: sq.describe(name))
+    log = _logs(sq, standby)
+    figure(test, f"{len(first) + len(during) + len(last)} payments in, {out.summary()}; standby {standby} wrote its first "
+                 f"record {back_after:.1f}s after the {'deletion' if how == 'pod deleted' else 'kill'} "
+                 f"({time.monotonic() - killed:.0f}s to all records); restarts {taken.get('restarts')}")  # fmt: skip
+    assert "holding lease" in log and "taken over" in log
+    assert taken["restarts"] == status.get("restarts", 0) + 1 and taken["attempt"] > status["attempt"]
+    assert not out.unexpected, sorted(out.unexpected)[:5]
+    assert out.complete, out.summary()
+    # a new standby for the promoted driver
+    wait_for(lambda: (s := sq.status(name).get("standby")) and s != standby, 180, "a new standby", interval=2)

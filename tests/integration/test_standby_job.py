@@ -1,0 +1,128 @@
+"""Two real drivers of one query (real Spark, a real broker, a real kube-apiserver): the standby
+waits with its SparkSession up, takes over from the checkpoint when the active one dies, and an
+active driver cut off from the API server stops and exits before the standby may run."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from app.contract import ExitCode
+from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
+from tests.support.jobs import JobProcess, SteadyProducer
+from tests.support.kube import write_kubeconfig
+from tests.support.proxy import CuttableProxy
+from tests.support.specs import flagged, query_spec, write_resource
+from tests.support.wait import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+CONTINUOUS = {"continuous": {"checkpointInterval": "500ms"}}
+LEASE = "standby-driver"
+
+
+@pytest.fixture
+def lease_namespace(kube_apiserver) -> str:
+    name = f"standby-{int(time.time() * 1000) % 10**8}"
+    kube_apiserver.kubectl("create", "namespace", name)
+    return name
+
+
+def driver(spec_path: Path, workdir: Path, pod: str, namespace: str, kubeconfig: Path) -> JobProcess:
+    workdir.mkdir(parents=True, exist_ok=True)
+    return JobProcess(spec_path, workdir, env={"STREAMQ_LEASE": LEASE, "POD_NAME": pod, "POD_NAMESPACE": namespace,
+                                               "KUBECONFIG": str(kubeconfig), "STREAMQ_REPORT_PERIOD_SECONDS": "2"})  # fmt: skip
+
+
+def commits(job: JobProcess) -> list[int]:
+    return [r["batchId"] for r in job.records() if r.get("batchId") is not None]
+
+
+def standing_by(job: JobProcess) -> bool:
+    return "standing by: lease" in job.log()
+
+
+def holds(job: JobProcess) -> bool:
+    return f"holding lease" in job.log()
+
+
+def _setup(kafka_broker, kafka_topic, tmp_path):
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS)
+    spec_path = write_resource(tmp_path / "q.yaml", "standby", spec)
+    producer = SteadyProducer(kafka_broker, source, per_batch=5, period_s=0.1)
+    return source, sink, spec_path, producer
+
+
+def _check_output(kafka_broker, sink, producer, what: str) -> None:
+    expected = set(flagged(producer.sent))
+    out = kafka_broker.wait_for_records(sink, expected, timeout=180)
+    duplicates = sum(n - 1 for n in Counter(out).values())
+    print(f"{what}: {len(producer.sent)} payments, {len(expected)} flagged, all arrived, {duplicates} duplicates")
+    assert set(out) <= expected
+
+
+def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
+    standby = None
+    try:
+        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
+        assert not holds(standby) and commits(standby) == [], "the standby ran while the active driver held the lease"
+        last = commits(active)[-1]
+        active.kill_all()  # no release: the lease must expire
+        killed = time.monotonic()
+        wait_for(lambda: any(b > last for b in commits(standby)), 120, "a commit of the standby")
+        took = time.monotonic() - killed
+        producer.stop()
+        _check_output(kafka_broker, sink, producer, f"killed active driver, standby committed {took:.1f}s later")
+        assert DURATION_S - 1 <= took <= DURATION_S + 20, took
+    finally:
+        producer.stop()
+        active.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    server = urlparse(kube_apiserver.server)
+    proxy = CuttableProxy(server.hostname, server.port)
+    through_proxy = write_kubeconfig(tmp_path / "proxied-kubeconfig", f"https://{proxy.address}", kube_apiserver.pki)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, through_proxy)
+    standby = None
+    try:
+        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        proxy.cut()
+        cut = time.monotonic()
+        seen: dict[str, float] = {}
+        while time.monotonic() - cut < DURATION_S + 60 and len(seen) < 2:
+            if "active exited" not in seen and active.proc.poll() is not None:
+                seen["active exited"] = time.monotonic() - cut
+            if "standby holds" not in seen and holds(standby):
+                seen["standby holds"] = time.monotonic() - cut
+            time.sleep(0.1)
+        print(f"seconds after the cut: {seen}; active exit code {active.proc.returncode}")
+        assert active.proc.returncode == ExitCode.LEASE_LOST, active.log()[-3000:]
+        assert "lost lease" in active.log() and "lost the driver lease" in active.termination_message()
+        assert seen["active exited"] <= RENEW_DEADLINE_S + FENCE_GRACE_S + 2
+        assert seen["active exited"] < seen["standby holds"], "the standby ran before the cut-off driver had stopped"
+        producer.stop()
+        _check_output(kafka_broker, sink, producer, "cut-off active driver")
+    finally:
+        producer.stop()
+        proxy.close()
+        active.stop()
+        if standby is not None:
+            standby.stop()
