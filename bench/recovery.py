@@ -49,10 +49,16 @@ def first_output_after(received_path: Path, t_ns: int, timeout: float, job, mark
     Also notes in ``marks`` when the job's log first said the query started (50 ms resolution)."""
     deadline = time.monotonic() + timeout
     t_ms = t_ns // 1_000_000
+    in_place = "startsBefore" in marks
     starts = marks.pop("startsBefore", 0)  # a driver restarting in place logs one more start
     while time.monotonic() < deadline:
         if "queryStartedNs" not in marks and job.log().count(QUERY_STARTED) > starts:
             marks["queryStartedNs"] = time.time_ns()
+        if in_place:  # the failed run keeps writing until it stops: only the new run's records count
+            if "queryStartedNs" not in marks:
+                time.sleep(0.05)
+                continue
+            t_ms = max(t_ms, marks["queryStartedNs"] // 1_000_000 - 1_000)  # the log line lags the start
         data = read_received(received_path)
         new = data[data[:, 3] >= t_ms]
         if len(new):
@@ -138,6 +144,33 @@ class Drivers:
             self.apiserver.stop()
 
 
+def count_output(received_path: Path, last_seq: int, drain_timeout: float):
+    """(rows, summary): waits up to drain_timeout for every record below last_seq that passes
+    the filter, then counts what arrived, what is lost and what arrived twice."""
+    import numpy as np
+
+    expected = {s for s in range(0, last_seq) if passes(s)}
+    deadline = time.monotonic() + drain_timeout
+    while True:
+        data = read_received(received_path)
+        got = set(np.unique(data[:, 0]).tolist())
+        if expected <= got or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    seqs, counts = np.unique(data[:, 0], return_counts=True)
+    lost = sorted(expected - got)
+    return data, {
+        "recordsSent": last_seq,
+        "recordsExpected": len(expected),
+        "recordsReceived": int(len(data)),
+        "uniqueReceived": int(len(seqs)),
+        "duplicates": int((counts - 1).sum()),
+        "lost": len(lost),
+        "lostSample": lost[:20],
+        "filteredButArrived": len(sorted(s for s in got if not passes(s))),
+    }
+
+
 def _spread(values) -> dict[str, float]:
     ordered = sorted(values)
     return {"min": ordered[0], "p50": percentile(ordered, 50), "p99": percentile(ordered, 99), "max": ordered[-1]}
@@ -200,15 +233,7 @@ def run(args) -> dict[str, Any]:
                 raise RuntimeError(f"no output within {args.restart_timeout}s after restart {kill}:\n{mode_run.job.log()[-3000:]}")
         time.sleep(args.steady)
         sent = mode_run.halt()
-        expected = {s for s in range(0, sent["last"]) if passes(s)}
-        deadline = time.monotonic() + args.drain_timeout
-        while True:  # wait for everything that passes the filter, up to the drain timeout
-            data = read_received(mode_run.received_path)
-            got = set(np.unique(data[:, 0]).tolist())
-            if expected <= got or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        seqs, counts = np.unique(data[:, 0], return_counts=True)
+        data, counted = count_output(mode_run.received_path, sent["last"], args.drain_timeout)
         # Which kill each duplicate belongs to: the restart its second copy came after.
         order = np.argsort(data[:, 2], kind="stable")
         seen: set[int] = set()
@@ -222,18 +247,9 @@ def run(args) -> dict[str, Any]:
             seen.add(seq)
         for row, dups in zip(results["kills"], per_kill):
             row["duplicates"] = dups
-        lost = sorted(expected - got)
-        unexpected = sorted(s for s in got if not passes(s))
         recovery = sorted(k["restartToFirstOutputS"] for k in results["kills"])
         results["summary"] = {
-            "recordsSent": sent["last"],
-            "recordsExpected": len(expected),
-            "recordsReceived": int(len(data)),
-            "uniqueReceived": int(len(seqs)),
-            "duplicates": int((counts - 1).sum()),
-            "lost": len(lost),
-            "lostSample": lost[:20],
-            "filteredButArrived": len(unexpected),
+            **counted,
             "restartToFirstOutputS": {"min": recovery[0], "p50": percentile(recovery, 50), "max": recovery[-1]},
             "killToFirstOutputS": _spread(k["killToFirstOutputS"] for k in results["kills"]),
         }
