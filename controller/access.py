@@ -34,6 +34,12 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("", "configmaps", "create"): ("kube.py", "resource.create(body=obj"),
     ("", "configmaps", "update"): ("kube.py", "self.core.replace_namespaced_config_map("),
     ("", "services", "create"): ("kube.py", "resource.create(body=obj"),
+    # the Spark UI Service (spec.runtime.sparkUI): its selector moved to the current attempt, deleted when turned off
+    ("", "services", "patch"): ("kube.py", "self.core.patch_namespaced_service("),
+    ("", "services", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    # the Spark UI Ingress, when the chart's sparkUI.ingress.host is set: created once, deleted with the UI
+    ("networking.k8s.io", "ingresses", "create"): ("kube.py", "resource.create(body=obj"),
+    ("networking.k8s.io", "ingresses", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
     # the query's Spark auth Secret (render.auth_secret): created once, never read back
     ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
     # the driver Lease of a standby query: released for the standby when its holder's container has ended

@@ -49,6 +49,10 @@ class Settings:
     # A running driver whose newest progress line is older than this is Unresponsive.
     # The job prints one at least every 10 s (STREAMQ_REPORT_PERIOD_SECONDS), even when idle.
     silent_after_s: float = 120.0
+    # spec.runtime.sparkUI: an Ingress per query in front of its UI Service when a host is set; the
+    # host is a template of {query} and {namespace} (chart: sparkUI.ingress).
+    spark_ui_ingress_host: str = ""
+    spark_ui_ingress_class: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -68,6 +72,8 @@ class Settings:
             progress_interval_s=float(env.get("STREAMQ_PROGRESS_INTERVAL_SECONDS", base.progress_interval_s)),
             resync_interval_s=float(env.get("STREAMQ_RESYNC_INTERVAL_SECONDS", base.resync_interval_s)),
             silent_after_s=float(env.get("STREAMQ_SILENT_AFTER_SECONDS", base.silent_after_s)),
+            spark_ui_ingress_host=env.get("STREAMQ_SPARK_UI_INGRESS_HOST", base.spark_ui_ingress_host),
+            spark_ui_ingress_class=env.get("STREAMQ_SPARK_UI_INGRESS_CLASS", base.spark_ui_ingress_class),
         )
 
     @property

@@ -13,8 +13,9 @@ from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, Resource
 from app.contract import GROUP, PLURAL, VERSION
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
-# The drivers the operator deletes by kind (DeleteDriver names the kind only).
-CHILD_API_VERSIONS = {"Pod": "v1", "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}"}
+# The children the operator deletes by kind: drivers (DeleteDriver names the kind only), the UI Service and Ingress.
+CHILD_API_VERSIONS = {"Pod": "v1", "Service": "v1", "Ingress": "networking.k8s.io/v1",
+                      "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}"}
 REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
 
 
@@ -99,6 +100,15 @@ class Kube:
             meta = obj["metadata"]
             self.core.replace_namespaced_config_map(meta["name"], meta["namespace"], obj, _preload_content=False,
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+
+    def apply_service(self, obj: dict[str, Any]) -> bool:
+        """Create a Service, or point the existing one's selector where ``obj``'s points; True when created."""
+        if self.create(obj):
+            return True
+        meta = obj["metadata"]
+        self.core.patch_namespaced_service(meta["name"], meta["namespace"], {"spec": {"selector": obj["spec"]["selector"]}},
+                                           _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        return False
 
     def delete(self, kind: str, namespace: str, name: str, force: bool = False) -> None:
         """Delete with the object's own grace period (``force``: none, for a pod whose kubelet is

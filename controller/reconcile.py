@@ -22,7 +22,8 @@ from app.contract.failpoints import Failpoint
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
-from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, ReleaseLease, creation_failed, decide
+from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
+                               ReleaseLease, creation_failed, decide)
 from controller.kube import Kube, api_message
 from controller.names import DRIVER_CONTAINER
 from controller.observe import observe
@@ -110,6 +111,21 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                     log.info("released lease %s of ended driver %s for the standby", action.name, action.holder)
             except ApiException as exc:
                 log.warning("cannot release lease %s: %s", action.name, api_message(exc))
+        elif isinstance(action, ApplySparkUIService):  # a failure raises: the pass is retried, the status unwritten
+            service = render.spark_ui_service(action.query, action.namespace, action.attempt)
+            kopf.adopt(service, owner=body)
+            created = kube.apply_service(service)
+            log.info("%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt)
+            ingress = render.spark_ui_ingress(action.query, action.namespace, settings)
+            if ingress is not None:  # routes to the Service, whatever the attempt: made once
+                kopf.adopt(ingress, owner=body)
+                if kube.create(ingress):
+                    log.info("created Ingress %s for %s", ingress["metadata"]["name"], ingress["spec"]["rules"][0]["host"])
+        elif isinstance(action, DeleteSparkUIService):
+            kube.delete("Service", action.namespace, render.spark_ui.service_name(action.query))
+            if settings.spark_ui_ingress_host:
+                kube.delete("Ingress", action.namespace, render.spark_ui.service_name(action.query))
+            log.info("deleted the Spark UI Service of %s (spec.runtime.sparkUI is off)", action.query)
         elif isinstance(action, CreateDriver):
             children = render.children(action.run, settings)
             kopf.adopt(children, owner=body)

@@ -3,6 +3,7 @@
     query document  the StreamingQuery the job reads (ConfigMap key query.json)
     driver pod      backend `pod`: the image's `job` entrypoint, i.e. `python -m app /etc/streamq/query.json`
     driver service  headless, only when executors run (they connect back to the driver)
+    UI service      spec.runtime.sparkUI: port 4040 of the current driver (decide.spark_ui says which)
     auth secret     only when executors run: the key of Spark's RPC authentication and
                     encryption between driver and executors, random, made once per query
     SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
@@ -29,6 +30,7 @@ from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.spec import Backend, QuerySpec
 from controller import names
 from controller.config import Settings
+from controller.decide import spark_ui
 from controller.run import SPARK_APP_KIND, Run, spec_hash
 
 SPARK_APP_API_VERSION = "sparkoperator.k8s.io/v1beta2"
@@ -304,6 +306,46 @@ def driver_service(run: Run) -> dict[str, Any] | None:
     }
 
 
+def spark_ui_service(query: str, namespace: str, attempt: int) -> dict[str, Any]:
+    """The query's Spark UI and Spark's own metrics (/metrics/prometheus) on the driver of
+    ``attempt`` only: a standby driver (a later attempt) is not behind it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": spark_ui.service_name(query),
+            "namespace": namespace,
+            "labels": names.labels(query, spark_ui.COMPONENT_SPARK_UI),
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": spark_ui.selector(query, attempt),
+            "ports": [{"name": "spark-ui", "port": spark_ui.SPARK_UI_PORT, "targetPort": spark_ui.SPARK_UI_PORT}],
+        },
+    }
+
+
+def spark_ui_ingress(query: str, namespace: str, settings: Settings) -> dict[str, Any] | None:
+    """An Ingress to the query's UI Service when the installation asks for one (chart value
+    sparkUI.ingress.host, a template of {query} and {namespace}); None otherwise."""
+    if not settings.spark_ui_ingress_host:
+        return None
+    host = settings.spark_ui_ingress_host.format(query=names.query_label(query), namespace=namespace)
+    spec: dict[str, Any] = {"rules": [{"host": host, "http": {"paths": [{
+        "path": "/", "pathType": "Prefix",
+        "backend": {"service": {"name": spark_ui.service_name(query), "port": {"number": spark_ui.SPARK_UI_PORT}}},
+    }]}}]}  # fmt: skip
+    if settings.spark_ui_ingress_class:
+        spec["ingressClassName"] = settings.spark_ui_ingress_class
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {"name": spark_ui.service_name(query), "namespace": namespace,
+                     "labels": names.labels(query, spark_ui.COMPONENT_SPARK_UI)},  # fmt: skip
+        "spec": spec,
+    }
+
+
 def _secret_names(spec: QuerySpec) -> list[str]:
     found: list[str] = []
     for endpoint in (spec.source.kafka, spec.sink.kafka):
@@ -401,11 +443,16 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",  # never the log: console rows and secrets stay out of status
     }
+    ports = []
     if run.uses_executors:
-        container["ports"] = [
+        ports += [
             {"name": "driver-rpc", "containerPort": names.DRIVER_PORT},
             {"name": "blockmanager", "containerPort": names.BLOCK_MANAGER_PORT},
         ]
+    if run.spec.runtime.spark_ui:  # named: the chart's PodMonitor scrapes drivers by this port's name
+        ports.append({"name": "spark-ui", "containerPort": spark_ui.SPARK_UI_PORT})
+    if ports:
+        container["ports"] = ports
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [container],

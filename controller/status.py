@@ -108,6 +108,10 @@ class QueryStatus(StatusModel):
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
     driver_start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
+    spark_ui: str | None = Field(
+        default=None, alias="sparkUI",
+        description="The Spark UI of the current driver, through its Service (spec.runtime.sparkUI): http://<query>-ui.<namespace>.svc:4040.",
+    )
     restarts: int = Field(default=0, description="Restarts after failures since the query last ran stably.")
     next_restart_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     last_failure: Failure | None = None

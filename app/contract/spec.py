@@ -315,6 +315,17 @@ class Runtime(Model):
             "driver runs; the checkpoint must be shared: an object store, a persistentVolumeClaim or a hostPath."
         ),
     )
+    # None, not False, when unset: the driver's spec hash (controller.run) of a spec written before
+    # this field existed stays the same, so an operator upgrade restarts no driver.
+    spark_ui: bool | None = Field(
+        default=None,
+        alias="sparkUI",
+        description=(
+            "Serve Spark's web UI and its Prometheus metrics (/metrics/prometheus) on port 4040 of the driver, "
+            "behind a Service named <query>-ui that selects the current driver; its address is in status.sparkUI. "
+            "It costs the driver some CPU and memory (the UI's listeners), which is why it is off unless true."
+        ),
+    )
     spark_conf: dict[Name, Value] = Field(
         default_factory=dict,
         max_length=MAX_SPARK_CONF,

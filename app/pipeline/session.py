@@ -32,6 +32,32 @@ LOCAL_CHECKPOINT_CONF = {
 }  # fmt: skip
 
 
+# spec.runtime.sparkUI: the web UI on 4040 (the operator's <query>-ui Service points there), and
+# Spark's own metrics in Prometheus' text format on the same port: /metrics/prometheus (driver and
+# streaming query metrics, PrometheusServlet) and /metrics/executors/prometheus. The namespace
+# replaces the application id (a new one every start) in the metric names, so a series survives a
+# restart; the query's own name stays in them (spark.streaming.<queryName>.*): the chart's
+# PodMonitor turns it into a `query` label (charts/streamq/files/driver-relabelings.yaml).
+SPARK_UI_PORT = 4040
+METRICS_NAMESPACE = "streamq"
+SPARK_UI_CONF = {
+    "spark.ui.enabled": "true",
+    "spark.ui.port": str(SPARK_UI_PORT),
+    "spark.port.maxRetries": "0",  # the Service targets 4040: fail loudly rather than serve on 4041
+    "spark.ui.prometheus.enabled": "true",
+    "spark.sql.streaming.metricsEnabled": "true",
+    "spark.metrics.namespace": METRICS_NAMESPACE,
+    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    # a small UI: a long-running query's job and stage lists otherwise grow for hours
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.sql.streaming.ui.retainedQueries": "10",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "100",
+}
+
+
 def connector_jars() -> list[str]:
     """Spark's Kafka connector jars, installed by hack/install-jars.sh (baked into the image)."""
     cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
@@ -48,6 +74,8 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     conf = dict(BASE_CONF)
     if local_path(spec.checkpoint.location) is not None:
         conf.update(LOCAL_CHECKPOINT_CONF)
+    if spec.runtime.spark_ui:
+        conf.update(SPARK_UI_CONF)
     conf["spark.master"] = f"local[{slots or spec.runtime.task_slots(spec.mode)}]"
     jars = connector_jars()
     if jars:

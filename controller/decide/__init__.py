@@ -25,6 +25,7 @@ unit test. The rules, in the order ``decide`` applies them:
     restart     exit codes, backoff, maxRestarts, stableAfter
     health      stalls, silence and lost checkpoints the running driver reports
     standby     the warm second driver of spec.runtime.standby: create, promote, drop
+    spark_ui    the Service in front of the current driver's UI (spec.runtime.sparkUI)
     conditions  Ready, Progressing, Reconciling, Stalled and Degraded
 """
 
@@ -34,19 +35,25 @@ from app.contract.load import validate_spec
 from app.contract.problems import SpecError
 from dataclasses import replace
 
-from controller.decide import drivers, restart, standby
+from controller.decide import drivers, restart, spark_ui, standby
 from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
                                      ReleaseLease)
 from controller.decide.gate import checkpoint_gate, held
+from controller.decide.spark_ui import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
 from controller.status import Reconciled
 
-__all__ = ["CreateDriver", "Decision", "DeleteDriver", "Event", "Inputs", "ReleaseLease", "creation_failed", "decide"]
+__all__ = ["ApplySparkUIService", "CreateDriver", "Decision", "DeleteDriver", "DeleteSparkUIService", "Event", "Inputs",
+           "ReleaseLease", "creation_failed", "decide"]
 
 
 def decide(inputs: Inputs) -> Decision:
+    return spark_ui.follow(inputs, _decide(inputs))
+
+
+def _decide(inputs: Inputs) -> Decision:
     d = Draft.start(inputs)
     old = inputs.status
 

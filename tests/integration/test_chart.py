@@ -420,3 +420,42 @@ def test_schema_rejects(helm, tmp_path, values):
     linted = lint_strict(helm, tmp_path, values)
     assert linted.returncode != 0, f"helm lint --strict accepted {values}"
     assert SCHEMA_ERROR in linted.stdout + linted.stderr
+
+
+def test_driver_pod_monitor_scrapes_the_spark_ui_port_with_the_query_label(helm, tmp_path):
+    """spec.runtime.sparkUI drivers serve Spark's metrics on the port render.driver_pod names spark-ui."""
+    from controller.decide.spark_ui import SPARK_UI_PORT
+
+    assert not by_kind(render(helm, tmp_path), "PodMonitor")
+    values = {"metrics": {"enabled": True, "port": 9090, "driverPodMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
+    on = render(helm, tmp_path, values)
+    monitor = one(on, "PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"] == {"streamq.io/component": "driver", "app.kubernetes.io/managed-by": "streamq"}
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["streamq-system"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("spark-ui", "/metrics/prometheus") and SPARK_UI_PORT == 4040
+    assert {"sourceLabels": ["__meta_kubernetes_pod_label_streamq_io_query"], "targetLabel": "query"} in endpoint["relabelings"]
+    assert endpoint["metricRelabelings"] == yaml.safe_load((CHART / "files" / "driver-relabelings.yaml").read_text())
+    everywhere = render(helm, tmp_path, {**values, "operator": {"watchNamespaces": ["*"]}})
+    assert one(everywhere, "PodMonitor")["spec"]["namespaceSelector"] == {"any": True}
+    assert not by_kind(render(helm, tmp_path, {"metrics": {**values["metrics"], "enabled": False}}), "PodMonitor")
+
+
+def test_spark_ui_ingress_is_off_by_default_and_configures_the_operator_when_a_host_is_set(helm, tmp_path):
+    from controller.config import Settings
+
+    assert "STREAMQ_SPARK_UI_INGRESS_HOST" not in env_of(operator_container(render(helm, tmp_path)))
+    on = env_of(operator_container(render(helm, tmp_path, {"sparkUI": {"ingress": {"host": "{query}.{namespace}.spark.example.com", "className": "nginx"}}})))
+    settings = Settings.from_env({k: v for k, v in on.items() if k.startswith("STREAMQ_SPARK_UI_")})
+    assert (settings.spark_ui_ingress_host, settings.spark_ui_ingress_class) == ("{query}.{namespace}.spark.example.com", "nginx")
+    assert template(helm, tmp_path, {"sparkUI": {"ingress": {"host": "Not A Host!"}}}).returncode != 0
+
+
+def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_path):
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(helm, tmp_path, {"networkPolicy": {"enabled": True, "sparkUIFrom": [prometheus]}})
+    policy = one(docs, "NetworkPolicy")
+    assert {"from": [prometheus], "ports": [{"protocol": "TCP", "port": 4040}]} in policy["spec"]["ingress"]
+    default = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert len(default["spec"]["ingress"]) == 1

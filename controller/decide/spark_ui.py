@@ -1,0 +1,73 @@
+"""The Service in front of the current driver's Spark UI, for ``spec.runtime.sparkUI`` (pure).
+
+A query may have two driver pods (``spec.runtime.standby``): the Service selects the
+query's drivers of one attempt, the current one (``status.attempt``), so the UI and
+the metrics on port 4040 are those of the driver that runs the query, never the
+standby's. When the attempt changes (a new driver, a standby promoted) the
+Service's selector follows; its address is ``status.sparkUI``.
+
+    follow   after every decision: create the Service or move its selector when the
+             attempt changed, delete it when the UI was turned off
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller import names
+from controller.decide.draft import Decision, Inputs
+
+SPARK_UI_PORT = 4040  # app.pipeline.session.SPARK_UI_PORT (the driver serves it; a test keeps them equal)
+COMPONENT_SPARK_UI = "spark-ui"
+
+
+@dataclass(frozen=True)
+class ApplySparkUIService:
+    """Create the query's UI Service selecting the drivers of ``attempt``, or move its selector there."""
+
+    query: str
+    namespace: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class DeleteSparkUIService:
+    query: str
+    namespace: str
+
+
+def service_name(query: str) -> str:
+    return names.child_name(query, "ui")
+
+
+def url(query: str, namespace: str) -> str:
+    return f"http://{service_name(query)}.{namespace}.svc:{SPARK_UI_PORT}"
+
+
+def selector(query: str, attempt: int) -> dict[str, str]:
+    """The drivers of one attempt: a standby (a later attempt) is never selected."""
+    return names.labels(query, names.COMPONENT_DRIVER, attempt)
+
+
+def wanted(raw_spec: Any) -> bool:
+    """Read from the resource as it is (even a spec refused as invalid keeps or drops its UI as asked)."""
+    runtime = (raw_spec or {}).get("runtime") if isinstance(raw_spec, dict) else None
+    return isinstance(runtime, dict) and runtime.get("sparkUI") is True
+
+
+def follow(inputs: Inputs, decision: Decision) -> Decision:
+    """The decision, with the UI Service kept on the current attempt and status.sparkUI set."""
+    old, status = inputs.status, decision.status
+    if not wanted(inputs.raw_spec):
+        if old.spark_ui is None:
+            return decision
+        status.spark_ui = None
+        return replace(decision, actions=(*decision.actions, DeleteSparkUIService(inputs.name, inputs.namespace)))
+    address = url(inputs.name, inputs.namespace)
+    if status.attempt <= 0:  # no driver was ever made: nothing to point at yet
+        return decision
+    status.spark_ui = address
+    if old.spark_ui == address and old.attempt == status.attempt:
+        return decision  # made for this attempt already
+    return replace(decision, actions=(*decision.actions, ApplySparkUIService(inputs.name, inputs.namespace, status.attempt)))
