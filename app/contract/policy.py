@@ -114,6 +114,13 @@ class Policy(Model):
         default=("*",),
         description="Secrets a query may mount through auth.secretRef (in its own namespace); '*': any.",
     )
+    allow_spark_ui: bool = Field(
+        default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
+    )
+    allow_standby: bool = Field(
+        default=True,
+        description="Whether a query may ask for runtime.standby (its drivers get the driver account's token, for a Lease).",
+    )
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,16 @@ def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: s
         if auth is not None and not matches(name := auth.secret_ref.name, policy.allowed_secrets):
             allowed = _listed(policy.allowed_secrets)
             yield f"{at}.auth.secretRef.name", f"Secret {name} is not allowed (allowed: {allowed})"
+
+
+def _spark_ui(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    if spec.runtime.spark_ui and not policy.allow_spark_ui:
+        yield ".runtime.sparkUI", "the Spark UI is turned off on this platform (policy.allowSparkUI)"
+
+
+def _standby(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    if spec.runtime.standby and not policy.allow_standby:
+        yield ".runtime.standby", "standby drivers are turned off on this platform (policy.allowStandby)"
 
 
 # --- volumes and paths -----------------------------------------------------------------------
@@ -369,6 +386,8 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.operatorServiceAccount", _operator_account),
     PolicyRule("policy.allowedServiceAccounts", _service_account),
     PolicyRule("policy.allowedSecrets", _secrets),
+    PolicyRule("policy.allowSparkUI", _spark_ui),
+    PolicyRule("policy.allowStandby", _standby),
     PolicyRule("policy.allowedVolumes", _volumes),
     PolicyRule("policy.hostPathPrefixes", _host_path),
     PolicyRule("policy.protectedPaths", _checkpoint_paths),

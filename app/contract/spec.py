@@ -307,8 +307,9 @@ class Runtime(Model):
     driver: DriverResources = Field(default_factory=DriverResources)
     executors: ExecutorResources = Field(default_factory=ExecutorResources)
     service_account_name: K8sName | None = None
-    standby: bool = Field(
-        default=False,
+    # None, not False, when unset: the spec hash of a driver started before this field stays the same.
+    standby: bool | None = Field(
+        default=None,
         description=(
             "Keep a second driver pod with its JVM and SparkSession started, waiting to take over from the "
             "checkpoint when the running one fails (seconds instead of a new pod's start). A Lease decides which "

@@ -89,6 +89,7 @@ def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
     seen = {rule for _, _, _, rule in REFUSED_BY_POLICY.values()}
     seen.add("policy.hostPathPrefixes")  # needs a policy that allows hostPath: below
     seen.add("policy.allowedSecrets")  # the default allows any Secret: below
+    seen.update(("policy.allowSparkUI", "policy.allowStandby"))  # allowed by default: below
     assert seen == {rule.name for rule in POLICY_RULES}
     spec = changed(BASE, {"runtime.image": "evil.io/x:1"})
     problems = check_policy(validate_spec(spec), Policy())
@@ -327,3 +328,12 @@ def test_cli_refuses_a_broken_policy(tmp_path):
     assert "policy.maxExecutors" in text and "policy.allowedVolume: unknown field" in text
     code, lines = _validate(tmp_path, BASE, "--policy", str(tmp_path / "missing.yaml"))
     assert code == ExitCode.INVALID_SPEC and "cannot read" in "\n".join(lines)
+
+
+@pytest.mark.parametrize(("field", "knob"), [("sparkUI", "allowSparkUI"), ("standby", "allowStandby")])
+def test_the_spark_ui_and_standby_can_be_turned_off_by_the_platform(field, knob):
+    shared = {"checkpoint": {"location": "s3a://bucket/ck"}}  # a standby needs a checkpoint both drivers reach
+    spec = validate_spec(changed(BASE, {f"runtime.{field}": True, **shared}))
+    assert check_policy(spec, Policy()) == []  # allowed by default
+    (problem,) = check_policy(spec, Policy.model_validate({knob: False}))
+    assert str(problem).startswith(f"spec.runtime.{field}: policy.{knob}: ") and "turned off on this platform" in str(problem)
