@@ -25,7 +25,10 @@ _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\]")
 # Refusals Spark still raises without a condition (its continuous-mode checks, older analyser paths).
 _REFUSED_TEXT = re.compile(r"AnalysisException|ParseException|does not support|not supported with streaming")
 # Runtime trouble that a restart can fix even when the text says "not supported".
-_RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker", re.I)
+# ContinuousTaskRetryException: continuous mode cannot retry a task (an executor died); its text says
+# "does not support", yet the query itself is fine: restart it from the checkpoint.
+_RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker|"
+                        r"ContinuousTaskRetryException|does not support task retry", re.I)
 
 TERMINATION_MESSAGE_LIMIT = 1024  # Kubernetes keeps up to 4096 bytes; one readable line is the point
 

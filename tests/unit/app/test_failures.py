@@ -15,6 +15,10 @@ RETRYABLE = [
     "org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before the position could be determined",
     "Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times: java.lang.OutOfMemoryError",
     "Kafka sink 127.0.0.1:9092 unreachable for 31s (limit 30s)",
+    # an executor pod killed under a continuous query (seen in tests/e2e/test_faults_data.py)
+    "org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 0.0 failed 1 times, most recent "
+    "failure: org.apache.spark.sql.execution.streaming.continuous.ContinuousTaskRetryException: Continuous execution "
+    "does not support task retry",
 ]
 
 
