@@ -160,7 +160,8 @@ async def reconciler(
             if read_progress:
                 next_progress = loop.time() + settings.progress_interval_s
             decision = outcome.decision
-            for event in decision.events:
+            # A status write that lost a race is decided again at once, events included: post them once.
+            for event in () if outcome.conflict else decision.events:
                 kopf.event(body, type=event.type, reason=event.reason, message=event.message)
                 logger.info("%s %s: %s", event.type, event.reason, event.message)
             memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted,
