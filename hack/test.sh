@@ -13,8 +13,9 @@ hack/install-jars.sh
 hack/install-kube.sh
 hack/install-prometheus.sh  # promtool for the alert-rule tests
 # e2e tier (when it may run): node components, images, CoreDNS; STREAMQ_E2E_SKIP_INSTALL=1 skips it
-if [ $# -eq 0 ] || [[ "$*" == *e2e* ]]; then hack/install-node.sh; fi
+if [ $# -eq 0 ] || [[ "$*" == *e2e* ]] || [[ "$*" == *slow* ]]; then hack/install-node.sh; fi
 echo "test: tools ready after $(( $(date +%s) - start ))s" >&2
 args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(-m "unit or integration or e2e")
+# CI's default: every tier but the few fault scenarios that take minutes each (`-m slow` runs them)
+[ ${#args[@]} -gt 0 ] || args=(-m "(unit or integration or e2e) and not slow")
 exec "${STREAMQ_VENV:-$ROOT/.venv}/bin/pytest" "${args[@]}"

@@ -23,7 +23,8 @@ NAMESPACE = E2E_NAMESPACE
 FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
 LOG_DIR = Path(os.environ.get("STREAMQ_E2E_LOG_DIR") or f"/tmp/streamq-e2e-logs/{time.strftime('%Y%m%d-%H%M%S')}")
 
-__all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure"]
+__all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure",
+           "kafka_pod", "reconnect_kafka", "condition", "DriverWatch"]
 
 
 def figure(test: str, line: str) -> None:
@@ -38,6 +39,11 @@ class Kafka:
     """The broker in the cluster, seen from this machine (its external listener)."""
 
     def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def reconnect(self, bootstrap: str) -> None:
+        """The same broker at another address (its pod was replaced: a new pod IP or port-forward)."""
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
 
@@ -153,7 +159,88 @@ def wait_output(kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeo
     return Output(kafka.read_all(topic), expected)
 
 
+def kafka_pod(cluster) -> dict[str, Any] | None:
+    """The broker's pod that is not being deleted (None while there is none)."""
+    pods = cluster.kubectl_json("-n", NAMESPACE, "get", "pods", "-l", "app=kafka")["items"]
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return live[0] if live else None
+
+
+def reconnect_kafka(cluster, kafka: Kafka, replaced: str | None = None, timeout: float = 240) -> str:
+    """After the broker's pod was replaced (deleted, or scaled to 0 and back): waits for a
+    new pod (not ``replaced``) to be Ready, points ``kafka`` and ``cluster.kafka_bootstrap``
+    at it (its pod IP, or a new port-forward on kind) and returns the new bootstrap."""
+
+    def ready() -> dict[str, Any] | None:
+        pod = kafka_pod(cluster)
+        if pod is None or pod["metadata"]["name"] == replaced:
+            return None
+        ok = any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+        return pod if ok and pod["status"].get("podIP") else None
+
+    pod = wait_for(ready, timeout, lambda: "a new Ready broker pod\n" + cluster.kubectl(
+        "-n", NAMESPACE, "get", "pods", "-l", "app=kafka", "-o", "wide", check=False).stdout, interval=1, ignore=(Exception,))  # fmt: skip
+    host, port = cluster.kafka_external()
+    if hasattr(cluster, "start_kafka_port_forward"):  # kind: the old port-forward went with the old pod
+        old = getattr(cluster, "_port_forward", None)
+        if old is not None:
+            old.terminate()
+            old.wait(10)
+        cluster.start_kafka_port_forward(NAMESPACE)
+    if not host:
+        host = pod["status"]["podIP"]
+    bootstrap = f"{host}:{port}"
+
+    def answers() -> bool:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        return bool(admin.list_topics(timeout=5).topics)
+
+    wait_for(answers, 120, f"the broker answering at {bootstrap}", interval=1, ignore=(Exception,))
+    kafka.reconnect(bootstrap)
+    cluster.kafka_bootstrap = bootstrap
+    return bootstrap
+
+
 # ---------------------------------------------------------------------- queries
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The condition ``kind`` of a status ({} when it has none)."""
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+class DriverWatch:
+    """Polls a query's driver pods in the background (terminating ones included) and
+    keeps the most seen at once: "never two drivers" holds only if ``most`` stays <= 1."""
+
+    def __init__(self, sq: "Queries", name: str, interval: float = 0.3):
+        self.sq, self.name, self.interval = sq, name, interval
+        self.most = 0
+        self.seen: set[str] = set()
+        self.samples = 0
+        self.overlaps: list[list[str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"drivers-{name}", daemon=True)
+
+    def __enter__(self) -> "DriverWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        selector = f"streamq.io/query={self.name},streamq.io/component=driver"
+        while not self._stop.is_set():
+            out = self.sq.kubectl("get", "pods", "-l", selector, "-o", "name", check=False, timeout=20).stdout
+            pods = sorted(line.split("/", 1)[-1] for line in out.splitlines() if line.strip())
+            self.samples += 1
+            self.seen.update(pods)
+            self.most = max(self.most, len(pods))
+            if len(pods) > 1:
+                self.overlaps.append(pods)
+            self._stop.wait(self.interval)
 
 
 # The e2e tests' changes to query_spec: more room for the driver, restarts enough to ride out kills.
@@ -169,6 +256,12 @@ def fraud_spec(source: str, sink: str, checkpoint_dir: str | None, **extra: Any)
     volume = {"hostPath": checkpoint_dir} if checkpoint_dir is not None else {"emptyDir": {}}
     return query_spec(E2E_QUERY, {"checkpoint.volume": volume}, bootstrap=KAFKA_SERVICE,
                       topic=source, sink_topic=sink, location="/checkpoints/query", **extra)  # fmt: skip
+
+
+def event_time(event: dict[str, Any]) -> str:
+    """When an event last happened (RFC 3339, UTC: sorts as text)."""
+    return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+            or event["metadata"].get("creationTimestamp") or "")  # fmt: skip
 
 
 class Queries:
@@ -237,6 +330,13 @@ class Queries:
             return progress if ok else None
 
         return wait_for(committed, timeout, lambda: f"{name} committing {topic} up to {offsets}" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """The StreamingQuery's events (core/v1), oldest first."""
+        out = self.kubectl("get", "events", "--field-selector",
+                           f"involvedObject.kind=StreamingQuery,involvedObject.name={name}", "-o", "json").stdout  # fmt: skip
+        items = json.loads(out)["items"]
+        return sorted(items, key=event_time)
 
     def driver_pod(self, name: str) -> dict[str, Any]:
         driver = self.status(name)["driver"]

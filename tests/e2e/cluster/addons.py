@@ -68,6 +68,7 @@ def deploy_kafka(cluster: Cluster) -> str:
     host, port = cluster.kafka_external()
     cluster.apply(render(
         "kafka.yaml", NAMESPACE=E2E_NAMESPACE, IMAGE=streamq_image_ref(), KAFKA_HOME=cluster.node_kafka_home(),
+        KAFKA_DATA=cluster.node_dir("kafka-data"),  # survives the pod: a new broker pod has every record
         EXTERNAL_HOST=host, EXTERNAL_PORT=port,
     ))  # fmt: skip
     _rollout(cluster, E2E_NAMESPACE, "deployment/kafka", 240)

@@ -91,6 +91,19 @@ class Cluster:
         """(host, port) the broker advertises to clients outside the cluster."""
         raise NotImplementedError
 
+    # -- faults (tests/e2e/test_faults_control_plane.py); the local provider has them --
+    def stop_apiserver(self) -> None:
+        """Stop the kube-apiserver process (etcd and everything else keep running)."""
+        raise NotImplementedError(f"provider {self.provider} cannot stop its apiserver")
+
+    def start_apiserver(self, timeout: float = 120) -> None:
+        """Start it again with the same flags; returns when /readyz says ok."""
+        raise NotImplementedError(f"provider {self.provider} cannot start its apiserver")
+
+    def restart_node_component(self, name: str, down_s: float = 0) -> None:
+        """Restart the node's ``kubelet`` or ``containerd`` process (down ``down_s`` seconds)."""
+        raise NotImplementedError(f"provider {self.provider} cannot restart {name}")
+
     def diagnostics(self) -> str:
         return ""
 

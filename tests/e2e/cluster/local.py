@@ -111,6 +111,7 @@ class Daemon:
 
     def __init__(self, name: str, argv: list[str], logdir: Path, env: dict[str, str] | None = None):
         self.name, self.argv, self.log = name, argv, logdir / f"{name}.log"
+        self.logdir, self.env = logdir, env
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=logdir,
@@ -137,9 +138,20 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait(10)
 
+    def again(self) -> "Daemon":
+        """The same process started again: same argv, environment and log (appended)."""
+        return Daemon(self.name, self.argv, self.logdir, self.env)
+
 
 class _NodeApiServer(KubeApiServer):
     """The apiserver of the cluster: it also reaches kubelets (logs, exec) as the admin."""
+
+    argv: dict[str, list[str]]
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        # Kept so that the fault tests can stop the apiserver and start it again as it was.
+        self.argv = {**getattr(self, "argv", {}), name: argv}
+        return super()._spawn(name, argv)
 
     def _start_apiserver(self, apiserver: Path, deadline: float) -> None:
         self.extra_apiserver_args = [
@@ -512,6 +524,61 @@ oom_score = 0
 
     def kafka_external(self) -> tuple[str, int]:
         return ("", 9094)  # the broker's pod IP: the host routes to the pod bridge
+
+    # ------------------------------------------------------------------ faults (tests/e2e/test_faults_*.py)
+    def stop_apiserver(self) -> None:
+        """SIGTERM to kube-apiserver (etcd keeps running); start_apiserver() brings it back."""
+        proc = self.kube._apiserver
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError("kube-apiserver is not running")
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log(f"kube-apiserver stopped (exit {proc.returncode})")
+
+    def start_apiserver(self, timeout: float = 120) -> None:
+        """kube-apiserver again with the flags it had (same port, certificates, etcd)."""
+        kube = self.kube
+        if kube._apiserver is not None and kube._apiserver.poll() is None:
+            return
+        kube._apiserver = kube._spawn("kube-apiserver", kube.argv["kube-apiserver"])
+
+        def ready() -> bool:
+            if kube._apiserver.poll() is not None:
+                raise RuntimeError(f"kube-apiserver exited {kube._apiserver.returncode}:\n{_tail(self.dir / 'kube-apiserver.log')}")
+            return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout.strip() == "ok"
+
+        wait_for(ready, timeout, "kube-apiserver ready again", interval=0.5, ignore=(subprocess.TimeoutExpired,))
+        log("kube-apiserver started again")
+
+    def restart_node_component(self, name: str, down_s: float = 0) -> None:
+        """Stop ``kubelet`` or ``containerd`` (SIGTERM, as a service manager would), wait
+        ``down_s``, start it again with the same flags; returns once it answers."""
+        if name not in ("kubelet", "containerd"):
+            raise ValueError(f"restart_node_component: {name} is neither kubelet nor containerd")
+        old = self.daemons[name]
+        old.stop(timeout=30)
+        log(f"{name} stopped (exit {old.proc.returncode})")
+        if down_s:
+            time.sleep(down_s)  # the outage itself: its length is the point
+        self.daemons[name] = old.again()
+        self._record_pids()
+        if name == "containerd":
+            wait_for(lambda: (self.daemons[name].check(), self.ctr("version", check=False).returncode == 0)[1], 60,
+                     "containerd answering again", interval=0.2, ignore=(subprocess.TimeoutExpired,))  # fmt: skip
+        else:
+            import urllib.request
+
+            def healthy() -> bool:
+                self.daemons[name].check()
+                with urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=2) as r:
+                    return r.read().strip() == b"ok"
+
+            wait_for(healthy, 120, "kubelet healthz again", interval=0.5, ignore=(OSError,))
+        log(f"{name} started again")
 
     def diagnostics(self) -> str:
         out = []
