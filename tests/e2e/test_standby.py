@@ -48,7 +48,9 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     name = sq.name(f"standby-{how.split()[0]}")
     source = kafka.create_topic(f"{name}-payments", partitions=2)
     sink = kafka.create_topic(f"{name}-flagged", partitions=1)
-    sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.standby": True}))
+    # Two drivers on a 2-core node beside Kafka and the operator: each asks for a quarter of a core.
+    spec = fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.standby": True, "runtime.driver.coreRequest": "250m"})
+    sq.apply(name, spec)
     status = sq.wait_running(name, timeout=420)
     first = payments(90)
     kafka.produce(source, first)
