@@ -6,7 +6,8 @@ Lease, not this module, keeps the two from running the query at once; these
 decisions only keep the pods and the status in step:
 
     pick     which pod is the standby (the newest live one of the spec that runs); others go
-    ensure   the current driver runs and no standby exists: create one (attempt + 1)
+    ensure   the current driver runs its query (it printed progress, so it holds the Lease) and no
+             standby exists: create one (attempt + 1)
     promote  the current driver failed or vanished: the standby becomes the current driver
              (counted as a restart, no backoff); its Lease is freed at once when the old
              driver's container is known to have ended, else it expires by itself
@@ -59,8 +60,11 @@ def drop(d: Draft, why: str) -> None:
 
 
 def ensure(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: CheckpointStatus, newest_attempt: int) -> None:
-    """A running driver of a standby query gets a standby, once."""
+    """A running driver of a standby query gets a standby, once it runs the query: it prints progress
+    only after it holds the Lease, so the standby cannot win the Lease from the driver status names."""
     if not run_spec.runtime.standby or d.standby is not None or current.deleting:
+        return
+    if (d.status.progress or {}).get("attempt") != current.attempt:
         return
     run = Run(query=d.inputs.name, namespace=d.inputs.namespace, attempt=newest_attempt + 1, spec=run_spec,
               checkpoint_location=checkpoint.location, standby=True)  # fmt: skip

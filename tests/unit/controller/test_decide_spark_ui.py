@@ -55,6 +55,8 @@ def test_the_standby_is_never_behind_the_service_until_it_takes_over():
     w = World(base_spec(**STANDBY, **UI))
     assert ui_actions(w.reconcile()) == [ApplySparkUIService("q", "ns", 1)]
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)
+    w.reconcile()
+    w.driver_reports(batchId=1)  # its query runs: now the standby
     d = w.reconcile()  # creates the standby, attempt 2: the Service stays on attempt 1
     assert d.status.standby == "q-driver-2" and ui_actions(d) == []
     w.change("q-driver-2", phase=DriverPhase.RUNNING, started_at=w.now)

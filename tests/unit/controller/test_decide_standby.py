@@ -30,6 +30,8 @@ def with_a_warm_standby() -> World:
     w = World(base_spec(**STANDBY))
     w.reconcile()  # q-driver-1
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)
+    assert creates(w.reconcile()) == []  # its pod runs, its query may not yet (it holds the Lease once it reports)
+    w.driver_reports(batchId=1)
     d = w.reconcile()
     (run,) = creates(d)
     assert (run.driver_name, run.attempt, run.standby) == ("q-driver-2", 2, True)
@@ -58,9 +60,11 @@ def test_a_failed_driver_is_replaced_by_its_standby_at_once_and_its_lease_freed(
     assert st.phase is Phase.STARTING and st.last_failure.exit_code == 70
     assert deletes(d) == ["q-driver-1"] and creates(d) == []
     assert releases(d) == [ReleaseLease("q-driver", "q-driver-1")]  # the query's Lease, held by the dead driver
-    # the promoted standby runs: Running, and a new standby for it
+    # the promoted standby runs: Running, and a new standby once it reports progress
     d = w.reconcile()
-    assert d.status.phase is Phase.RUNNING and d.status.driver == "q-driver-2"
+    assert d.status.phase is Phase.RUNNING and d.status.driver == "q-driver-2" and creates(d) == []
+    w.driver_reports(batchId=9)
+    d = w.reconcile()
     (run,) = creates(d)
     assert (run.driver_name, run.standby) == ("q-driver-3", True) and d.status.standby == "q-driver-3"
 
@@ -114,6 +118,7 @@ def test_a_spec_change_replaces_both_and_waits_for_them_to_go():
 def test_a_standby_that_ended_is_replaced():
     w = with_a_warm_standby()
     w.change("q-driver-2", phase=DriverPhase.FAILED, exit_code=1, finished_at=w.now)
+    w.driver_reports(batchId=2)
     d = w.reconcile()
     assert deletes(d) == ["q-driver-2"]
     (run,) = creates(d)  # a fresh one at once, under a new name
@@ -131,6 +136,8 @@ def test_the_first_driver_of_a_standby_query_holds_a_lease_and_has_an_account():
     assert env["STREAMQ_LEASE"] == "q-driver" and pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "streamq.io/role" not in pod["metadata"]["labels"]
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)
+    w.reconcile()
+    w.driver_reports(batchId=1)
     (standby,) = creates(w.reconcile())
     assert render.driver_pod(standby, Settings())["metadata"]["labels"]["streamq.io/role"] == "standby"
     plain = render.driver_pod(creates(World().reconcile())[0], Settings())
