@@ -70,3 +70,17 @@ bench-operator: bench-deps
 bench: bench-latency bench-recovery bench-operator
 	$(PY) -m bench.plots
 	$(PY) -m bench.report --write --latest
+
+# kind: the README's "Try it on kind" (hack/kind-up.sh), its node image, and the e2e tier on kind.
+.PHONY: kind-up kind-down kind-image e2e-kind
+kind-up:
+	@hack/kind-up.sh
+
+kind-down:
+	@hack/kind-up.sh down
+
+kind-image:
+	@hack/kind-docker.sh up >/dev/null && eval "$$(hack/kind-docker.sh env)" && hack/kind-image.sh
+
+e2e-kind:
+	@STREAMQ_E2E_PROVIDER=kind hack/test.sh -m e2e

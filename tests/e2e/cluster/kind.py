@@ -1,95 +1,211 @@
-"""Provider ``kind``: a kind cluster on a machine with a Docker engine.
+"""Provider ``kind``: a one-node kind cluster in a Docker engine.
 
-The node gets the Kafka jars from the cache through an extraMount (the broker
-pod mounts them with hostPath, as on the local provider) and a directory for
-hostPath checkpoints; the streamq image goes in with ``kind load image-archive``.
-Clients outside the cluster reach the broker through ``kubectl port-forward``
-to its external listener, advertised as 127.0.0.1:<port>.
+    hack/kind-up.sh prepare   the engine (the user's Docker, or one of our own:
+                              hack/kind-docker.sh), the kind CLI and the node image
+                              (built here by hack/kind-image.sh, or
+                              STREAMQ_KIND_NODE_IMAGE, e.g. a published kindest/node)
+    kind create cluster       with the Kafka jars of the cache mounted into the node
+                              (the broker pod mounts them with hostPath, as on the
+                              local provider) and one port of this machine's loopback
+                              mapped to the node's NodePort for Kafka's external listener
+    kind load image-archive   the streamq image (hack/build-image.sh)
 
-Not exercised on the machine this was written on (no Docker engine there: kind
-cannot create a node); the local provider is.
+Clients on this machine reach the broker at 127.0.0.1:<port> -> NodePort 30094 ->
+the broker's external listener (advertised as 127.0.0.1:<port>); a replaced broker
+pod is behind the same address. Checkpoints and the broker's data are directories
+of the node container (``node_dir``), made with ``docker exec``.
+
+``python -m tests.e2e.cluster.kind up|down|kubeconfig`` is what hack/kind-up.sh (the
+README's "Try it on kind") runs: the same cluster and add-ons as the e2e tier, plus
+the fraud-filter sample, left running.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 
-from tests.e2e.cluster.base import Cluster, kafka_home, log, run, streamq_image_archive
+from tests.e2e.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
+from tests.support.kube import free_port
 from tests.support.wait import wait_for
-from tests.support.kube import free_port, kube_bin
 
 NODE_KAFKA_HOME = "/streamq/kafka"
 NODE_HOSTPATH_DIR = "/streamq/hostpath"
+KAFKA_NODE_PORT = 30094
+KIND_UP = REPO_ROOT / "hack" / "kind-up.sh"
+KUBEADM_PATCHES = REPO_ROOT / "hack" / "kind" / "kubeadm-patches"
+NODE_KUBEADM_PATCHES = "/kind/streamq-patches"
+STATE_DIR = CACHE / "kind" / "clusters"
+
+
+def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
+    """The cluster's kind config: one control-plane node with the Kafka jars mounted,
+    loopback:<kafka_host_port> mapped to the node's NodePort for Kafka, and kubeadm
+    patches (hack/kind/kubeadm-patches) that take the control plane's CPU requests
+    away: on a 2-core machine they would leave no room for a Spark driver (the local
+    provider's control plane runs outside any pod and requests nothing either)."""
+    return json.dumps({
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "kubeadmConfigPatches": [json.dumps({
+            "kind": "InitConfiguration", "patches": {"directory": NODE_KUBEADM_PATCHES}})],
+        "nodes": [{
+            "role": "control-plane",
+            "extraMounts": [
+                {"hostPath": str(kafka_home_dir), "containerPath": NODE_KAFKA_HOME, "readOnly": True},
+                {"hostPath": str(KUBEADM_PATCHES), "containerPath": NODE_KUBEADM_PATCHES, "readOnly": True},
+            ],
+            "extraPortMappings": [{"containerPort": KAFKA_NODE_PORT, "hostPort": kafka_host_port,
+                                   "listenAddress": "127.0.0.1", "protocol": "TCP"}],
+        }],
+    }, indent=2)  # fmt: skip
+
+
+def kafka_nodeport_service(namespace: str) -> str:
+    """A NodePort Service in front of the broker's external listener (9094)."""
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "kafka-external", "namespace": namespace},
+        "spec": {
+            "type": "NodePort",
+            "selector": {"app": "kafka"},
+            "ports": [{"name": "external", "port": 9094, "targetPort": 9094, "nodePort": KAFKA_NODE_PORT}],
+        },
+    })  # fmt: skip
+
+
+def parse_env_lines(text: str) -> dict[str, str]:
+    """KEY=VALUE lines (what hack/kind-up.sh prepare prints); other lines are ignored."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key and key.replace("_", "").isalnum() and key.upper() == key:
+            out[key] = value
+    return out
 
 
 class KindCluster(Cluster):
     provider = "kind"
 
-    def __init__(self) -> None:
-        self.name = os.environ.get("STREAMQ_KIND_CLUSTER", "streamq-e2e")
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or os.environ.get("STREAMQ_KIND_CLUSTER", "streamq-e2e")
         self.node = f"{self.name}-control-plane"
-        self.dir = Path(tempfile.mkdtemp(prefix="streamq-kind-"))
+        self.dir = STATE_DIR / self.name
         self.kubeconfig = self.dir / "kubeconfig"
-        self.kafka_port = free_port()
-        self._port_forward: subprocess.Popen | None = None
+        self.kafka_port = 0
+        self.tools: dict[str, str] = {}
+        self._port_forward = None  # helpers.reconnect_kafka looks for it (no port-forward here)
+        self._load_state()
 
-    def _kind(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-        kind = shutil.which("kind")
-        if kind is None:
-            raise FileNotFoundError("kind is not on PATH (the kind provider needs it: go install sigs.k8s.io/kind@latest)")
-        return run([kind, *args], timeout=timeout)
+    # ------------------------------------------------------------------ tools
+    def _prepare(self) -> None:
+        """The engine, kind and the node image (hack/kind-up.sh prepare): built or found."""
+        if self.tools:
+            return
+        t0 = time.monotonic()
+        out = run([str(KIND_UP), "prepare"], timeout=7200).stdout
+        self.tools = parse_env_lines(out)
+        missing = {"KIND", "NODE_IMAGE", "DOCKER_HOST"} - set(self.tools)
+        if missing:
+            raise RuntimeError(f"hack/kind-up.sh prepare printed no {', '.join(sorted(missing))}:\n{out}")
+        log(f"kind tools ready in {time.monotonic() - t0:.0f}s: node image {self.tools['NODE_IMAGE']}")
 
+    def _docker_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        host = self.tools.get("DOCKER_HOST")
+        if host:
+            env["DOCKER_HOST"] = host
+        return env
+
+    def _kind(self, *args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
+        self._prepare()
+        return run([self.tools["KIND"], *args], timeout=timeout, env=self._docker_env(), check=check)
+
+    def docker(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        self._prepare()
+        return run(["docker", *args], timeout=timeout, env=self._docker_env(), check=check)
+
+    # ------------------------------------------------------------------ state
+    def _load_state(self) -> None:
+        try:
+            state = json.loads((self.dir / "state.json").read_text())
+        except (OSError, ValueError):
+            return
+        self.kafka_port = int(state.get("kafka_port") or 0)
+        self.tools = state.get("tools") or {}
+
+    def _save_state(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "state.json").write_text(json.dumps({"kafka_port": self.kafka_port, "tools": self.tools}, indent=2))
+
+    # ------------------------------------------------------------------ lifecycle
     def up(self) -> "KindCluster":
-        config = f"""kind: Cluster
-apiVersion: kind.x-k8s.io/v1alpha4
-nodes:
-  - role: control-plane
-    extraMounts:
-      - hostPath: {kafka_home()}
-        containerPath: {NODE_KAFKA_HOME}
-        readOnly: true
-"""
-        (self.dir / "kind.yaml").write_text(config)
-        existing = self._kind("get", "clusters").stdout.split()
-        if self.name in existing:
+        self.tools = {}
+        self._prepare()
+        if self.name in self._kind("get", "clusters").stdout.split():
             log(f"deleting the leftover kind cluster {self.name}")
             self._kind("delete", "cluster", "--name", self.name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        self.kafka_port = free_port()
+        self._save_state()
+        (self.dir / "kind.yaml").write_text(kind_config(kafka_home(), self.kafka_port))
         t0 = time.monotonic()
         try:
-            self._kind("create", "cluster", "--name", self.name, "--config", str(self.dir / "kind.yaml"),
-                       "--kubeconfig", str(self.kubeconfig), "--wait", "180s")
+            self._kind("create", "cluster", "--name", self.name, "--image", self.tools["NODE_IMAGE"],
+                       "--config", str(self.dir / "kind.yaml"), "--kubeconfig", str(self.kubeconfig),
+                       "--wait", "300s", "--retain")  # fmt: skip
+            log(f"kind cluster {self.name} created in {time.monotonic() - t0:.0f}s")
             self.load_image(streamq_image_archive())
+            # One CoreDNS replica is enough for one node (each asks for 0.1 CPU of the 2).
+            self.kubectl("-n", "kube-system", "scale", "deployment/coredns", "--replicas=1")
             wait_for(lambda: self.kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns",
-                                                    "--timeout=10s", check=False).returncode == 0, 180, "CoreDNS", interval=2, ignore=(Exception,))
+                                          "--timeout=10s", check=False).returncode == 0, 240,
+                     lambda: "CoreDNS\n" + self.diagnostics(), interval=2, ignore=(Exception,))  # fmt: skip
+            wait_for(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60,
+                     "the default ServiceAccount", ignore=(Exception,))  # fmt: skip
         except BaseException:
+            log("kind cluster did not come up:\n" + self.diagnostics())
             self.down()
             raise
-        log(f"kind cluster {self.name} up in {time.monotonic() - t0:.0f}s")
+        log(f"kind cluster {self.name} up in {time.monotonic() - t0:.0f}s (kubeconfig {self.kubeconfig})")
         return self
 
     def down(self) -> None:
-        if self._port_forward is not None and self._port_forward.poll() is None:
-            self._port_forward.terminate()
-            self._port_forward.wait(10)
+        """Deletes the cluster; stops our own Docker engine when nothing else runs in it."""
+        t0 = time.monotonic()
         try:
-            self._kind("delete", "cluster", "--name", self.name)
+            if not self.tools:  # a cluster of an earlier process: the tools it used, without building any
+                kind = CACHE / "kind" / "bin" / "kind"
+                engine = run([str(REPO_ROOT / "hack" / "kind-docker.sh"), "env"], check=False)
+                if kind.exists() and engine.returncode == 0:
+                    self.tools = {"KIND": str(kind), **parse_env_lines(engine.stdout.replace("export ", ""))}
+            if self.tools:
+                self._kind("delete", "cluster", "--name", self.name, check=False)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+            run([str(REPO_ROOT / "hack" / "kind-docker.sh"), "down", "--if-idle"], check=False, timeout=120)
+        log(f"kind cluster {self.name} down in {time.monotonic() - t0:.0f}s")
 
     def load_image(self, archive: Path) -> None:
+        t0 = time.monotonic()
         self._kind("load", "image-archive", str(archive), "--name", self.name)
+        log(f"loaded {archive.name} ({archive.stat().st_size >> 20} MiB) into the node in {time.monotonic() - t0:.0f}s")
 
+    # ------------------------------------------------------------------ node operations
     def node_dir_root(self) -> str:
         return NODE_HOSTPATH_DIR
 
     def node_dir(self, name: str) -> str:
         path = f"{NODE_HOSTPATH_DIR}/{name}"
-        run(["docker", "exec", self.node, "sh", "-c", f"rm -rf {path} && mkdir -p {path} && chown 1000:1000 {path}"])
+        self.docker("exec", self.node, "sh", "-c", f"rm -rf {path} && mkdir -p {path} && chown 1000:1000 {path}")
         return path
 
     def node_kafka_home(self) -> str:
@@ -97,13 +213,92 @@ nodes:
 
     def kill_container(self, container_id: str) -> None:
         cid = container_id.split("://", 1)[-1]
-        run(["docker", "exec", self.node, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", "--all", cid])
+        self.docker("exec", self.node, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", "--all", cid)
 
     def kafka_external(self) -> tuple[str, int]:
         return ("127.0.0.1", self.kafka_port)
 
     def start_kafka_port_forward(self, namespace: str) -> None:
-        """After the broker runs: 127.0.0.1:<port> on this machine -> its external listener."""
-        argv = [str(kube_bin("kubectl")), f"--kubeconfig={self.kubeconfig}", "-n", namespace, "port-forward",
-                "deployment/kafka", f"{self.kafka_port}:9094"]
-        self._port_forward = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        """Called by the add-ons once the broker runs (and again after it was replaced):
+        the NodePort Service that loopback:<kafka_port> is mapped to. No port-forward:
+        the mapping survives the broker's pod."""
+        self.apply(kafka_nodeport_service(namespace))
+
+    def diagnostics(self) -> str:
+        out = []
+        for argv in (["logs", "--tail", "30", self.node],
+                     ["exec", self.node, "journalctl", "--no-pager", "-n", "40", "-u", "kubelet", "-u", "containerd"]):
+            try:
+                proc = self.docker(*argv, check=False, timeout=30)
+                out.append(f"--- docker {' '.join(argv[:2])}\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+            except Exception as exc:  # noqa: BLE001 - diagnostics only
+                out.append(f"--- docker {' '.join(argv[:2])}: {exc}")
+        if self.kubeconfig.exists():
+            out.append(self.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout)
+        return "\n".join(out)
+
+
+# ---------------------------------------------------------------------- try it (hack/kind-up.sh)
+
+
+def try_it(cluster: KindCluster) -> None:
+    """The fraud filter in continuous mode on the cluster's broker: payments in, the
+    query Ready, the flagged payments read back from the output topic."""
+    from tests.e2e.cluster.addons import E2E_NAMESPACE
+    from tests.e2e.helpers import Kafka, Queries, flagged, fraud_spec, payments, wait_output
+
+    kafka = Kafka(cluster.kafka_bootstrap)
+    source, sink = kafka.create_topic("payments", partitions=2), kafka.create_topic("payments-flagged", partitions=1)
+    records = payments(90)
+    kafka.produce(source, records)
+    sq = Queries(cluster, "try-it", E2E_NAMESPACE)
+    sq.apply("fraud-filter", fraud_spec(source, sink, cluster.node_dir("fraud-filter")))
+    log("StreamingQuery fraud-filter applied; waiting for it to be Ready")
+    sq.wait_running("fraud-filter", timeout=600)
+    ready = wait_for(lambda: next((c for c in sq.status("fraud-filter").get("conditions") or []
+                                   if c.get("type") == "Ready" and c.get("status") == "True"), None), 300,
+                     lambda: "fraud-filter Ready\n" + sq.describe("fraud-filter"), interval=2, ignore=(Exception,))  # fmt: skip
+    out = wait_output(kafka, sink, flagged(records), 300, lambda: sq.describe("fraud-filter"))
+    print(cluster.kubectl("-n", E2E_NAMESPACE, "get", "sq", "-o", "wide").stdout, flush=True)
+    print(f"Ready: {ready.get('reason', '')} {ready.get('message', '')}".strip())
+    print(f"{len(records)} payments in topic {source}; {out.summary()} in topic {sink}, e.g.:")
+    for key, value in out.records[:3]:
+        print(f"  {key}: {value}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster.kind",
+                                     description="a kind cluster with Kafka, the operator and the fraud-filter sample")
+    parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
+    parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
+    parser.add_argument("--no-sample", action="store_true", help="no fraud-filter query")
+    args = parser.parse_args(argv)
+    cluster = KindCluster(args.name)
+    if args.command == "down":
+        cluster.down()
+        return 0
+    if args.command in ("kubeconfig", "bootstrap"):
+        if not cluster.kubeconfig.exists():
+            print(f"no kind cluster {args.name} (hack/kind-up.sh)", file=sys.stderr)
+            return 1
+        print(cluster.kubeconfig if args.command == "kubeconfig" else f"127.0.0.1:{cluster.kafka_port}")
+        return 0
+    from tests.e2e.cluster.addons import setup
+
+    t0 = time.monotonic()
+    cluster.up()
+    try:
+        cluster.kafka_bootstrap = setup(cluster)
+        if not args.no_sample:
+            try_it(cluster)
+    except BaseException:
+        log(f"failed; the cluster stays up for a look (KUBECONFIG={cluster.kubeconfig}); hack/kind-up.sh down removes it")
+        raise
+    log(f"kind cluster {args.name} ready in {time.monotonic() - t0:.0f}s")
+    print(f"KUBECONFIG={cluster.kubeconfig}")
+    print(f"KAFKA_BOOTSTRAP={cluster.kafka_bootstrap}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

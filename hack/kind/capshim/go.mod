@@ -1,0 +1,3 @@
+module streamq.local/kind/capshim
+
+go 1.22

@@ -1,0 +1,3 @@
+module streamq.local/kind/kindnet
+
+go 1.22
