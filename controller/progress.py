@@ -24,24 +24,24 @@ def last_progress(log_text: str) -> dict[str, Any] | None:
     return None
 
 
-def stalled(progress: dict[str, Any] | None, attempt: int) -> str | None:
-    """The job's own stall report, if the current driver made it."""
+def _reported(progress: dict[str, Any] | None, attempt: int, state: HealthState, default: str) -> str | None:
+    """The health message the current driver reported in ``state``, None otherwise."""
     if not isinstance(progress, dict) or progress.get("attempt") != attempt:
         return None
     health = progress.get("health")
-    if isinstance(health, dict) and health.get("state") == HealthState.STALLED:
-        return str(health.get("message") or "no commit while input waits")
+    if isinstance(health, dict) and health.get("state") == state:
+        return str(health.get("message") or default)
     return None
+
+
+def stalled(progress: dict[str, Any] | None, attempt: int) -> str | None:
+    """The job's own stall report, if the current driver made it."""
+    return _reported(progress, attempt, HealthState.STALLED, "no commit while input waits")
 
 
 def unavailable(progress: dict[str, Any] | None, attempt: int) -> str | None:
     """The job's report that it stopped its query on a silent broker and waits for it."""
-    if not isinstance(progress, dict) or progress.get("attempt") != attempt:
-        return None
-    health = progress.get("health")
-    if isinstance(health, dict) and health.get("state") == HealthState.SOURCE_UNAVAILABLE:
-        return str(health.get("message") or "the source's broker does not answer")
-    return None
+    return _reported(progress, attempt, HealthState.SOURCE_UNAVAILABLE, "the source's broker does not answer")
 
 
 def in_place_restarts(progress: dict[str, Any] | None, attempt: int) -> int:
