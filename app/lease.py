@@ -90,6 +90,7 @@ class DriverLease:
         self.lost_reason = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._looking: Candidate | None = None
 
     @classmethod
     def from_env(cls, env=None) -> "DriverLease | None":
@@ -157,9 +158,18 @@ class DriverLease:
 
     # --- the candidate ----------------------------------------------------------------
 
+    def could_take(self) -> bool:
+        """Whether acquire() would get the Lease now (none yet, released, or expired on this pod's
+        clock): a standby stops warming up at once then. An unreadable Lease says no."""
+        self._looking = self._looking or Candidate(self.me)
+        try:
+            return self._looking.decide(self.read(), self.clock()) != "wait"
+        except Exception:  # noqa: BLE001 - acquire() reports it
+            return False
+
     def acquire(self, stop: threading.Event, on_wait: Callable[[Record, float], None] | None = None) -> bool:
         """Block until this pod holds the Lease (True) or ``stop`` is set (False)."""
-        candidate = Candidate(self.me)
+        candidate = self._looking = self._looking or Candidate(self.me)  # what could_take() saw counts
         said = 0.0
         while not stop.is_set():
             sent = self.clock()

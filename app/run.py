@@ -18,6 +18,7 @@ from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
 from app.lease import DriverLease
+from app.warmup import running_tasks, warm_up
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.lines import committed_summary, progress_line
 from app.pipeline.terminal import Terminal
@@ -162,7 +163,8 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         # The standby's head start: the JVM and SparkSession (most of a restart) before the wait.
         spark = get_session(spec, doc.name, slots)
         stop.install()
-        _warm_up(spark, spec)
+        if not lease.could_take():  # a standby (the Lease is held): its head start, until the Lease frees
+            log.info("standby: %s", warm_up(spark, spec, doc.name, lambda: stop.event.is_set() or lease.could_take()).describe())
         waiting = lambda record, left: log.info("standing by: lease %s is held by %s (expires in %.0fs unless renewed)",  # noqa: E731
                                                 lease.name, record.holder, left)  # fmt: skip
         if not lease.acquire(stop.event, on_wait=waiting):
@@ -188,19 +190,6 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         _release(lease)  # the query is stopped: the standby may take over at once
         if terminal is not None:
             terminal.close()
-
-
-def _warm_up(spark, spec: QuerySpec) -> None:
-    """A standby builds and analyses its query's plan while it waits: the classes Spark loads and
-    the code it compiles then are not paid for after a takeover. Nothing is read or written."""
-    started = time.monotonic()
-    try:
-        for _ in range(3):
-            build_dataframe(spark, spec).schema  # analysis only: no source is contacted
-    except Exception as exc:  # the real start says what is wrong, with the right exit code
-        log.warning("warming up the plan failed: %s", one_line(str(exc)))
-        return
-    log.info("standby: plan built and analysed in %.1fs", time.monotonic() - started)
 
 
 def _release(lease: DriverLease | None) -> None:
@@ -332,17 +321,12 @@ def read_checkpoint_quietly(location: str) -> CheckpointState:
         return CheckpointState(location=location, exists=False)
 
 
-def _running_tasks(spark) -> int:
-    infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
-    return sum(info.numRunningTasks() for info in infos)
-
-
 def _stop_spark(spark, seconds: float) -> None:
     # A stopped continuous query's tasks are killed asynchronously; a SparkContext stopped
     # before they report back logs "Exception in statusUpdate" with a stack trace.
     deadline = time.monotonic() + seconds
     try:
-        while _running_tasks(spark) and time.monotonic() < deadline:
+        while running_tasks(spark) and time.monotonic() < deadline:
             time.sleep(0.1)
     except Exception as exc:  # the JVM went first (it shares a signal): nothing to wait for
         log.debug("could not count running tasks: %s", exc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import platform
 import subprocess
 import sys
@@ -267,7 +268,9 @@ def write_results(bench: str, payload: dict[str, Any], results_dir: Path | None 
 
 
 def latest_results(bench: str, results_dir: Path | None = None) -> Path | None:
-    found = sorted((results_dir or RESULTS_DIR).glob(f"{bench}-*.json"))
+    """The newest ``<bench>-<UTC stamp>.json``: recovery-continuous is not recovery-continuous-standby-release."""
+    stamp = re.compile(rf"{re.escape(bench)}-\d{{8}}T\d{{6}}Z\.json")
+    found = sorted(p for p in (results_dir or RESULTS_DIR).glob(f"{bench}-*.json") if stamp.fullmatch(p.name))
     return found[-1] if found else None
 
 

@@ -56,6 +56,7 @@ from bench.latency_clients import (
     consumer_main,
     passes,
     passes_all,
+    TICK_MS,
     producer_main,
     read_received,
 )
@@ -105,7 +106,8 @@ class ModeRun:
         ctx = mp.get_context("spawn")
         self._stop_consumer = ctx.Event()
         self._conn, child = ctx.Pipe()
-        self.producer = ctx.Process(target=producer_main, args=(broker.bootstrap, self.source, child, {}), daemon=True)
+        tick_ms = getattr(args, "tick_ms", TICK_MS)
+        self.producer = ctx.Process(target=producer_main, args=(broker.bootstrap, self.source, child, {}, tick_ms), daemon=True)
         self.consumer = ctx.Process(
             target=consumer_main, args=(broker.bootstrap, self.out_topic, str(self.received_path), self._stop_consumer, {}),
             daemon=True,
@@ -375,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one short repetition: checks the harness")
     parser.add_argument("--label", default="", help="a word for the results file (a setting tried: goes to tuning/)")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--tick-ms", type=float, default=TICK_MS,
+                        help="the producer wakes at most once per tick (0: for every record, the first harness)")
     parser.add_argument("--no-split", action="store_true", help="no broker append times, the tests' projection as it is")
     parser.add_argument("--autogroup-nice", type=int, default=0,
                         help="e.g. -10: more CPU weight for the benchmark's session than other sessions' (root only)")  # fmt: skip

@@ -25,6 +25,11 @@ DROP_EVERY = 10  # seq % 10 == 0 has amount 20 and is filtered out; the rest pas
 PASS_FRACTION = 1 - 1 / DROP_EVERY
 FIELDS = 5  # seq, dueNs, recvNs, sink record timestamp (ms), source append time (ms, -1 if unknown)
 SOURCE_TOPIC_CONFIG = {"message.timestamp.type": "LogAppendTime"}
+# The producer wakes at most once per tick and sends every record due by then. Waking for
+# each record (every 0.1 ms at 10k/s, `--tick-ms 0`) cost the harness about half a core of the
+# machine's two and gave the broker one Produce request per record. Records keep their due
+# time, so the up to one tick they wait is counted in every path's latency, the floor's included.
+TICK_MS = 1.0
 
 
 def value_of(seq: int, due_ns: int) -> bytes:
@@ -48,7 +53,7 @@ def parse_value(v: bytes) -> tuple[int, int, int]:
     return int(v[i : v.index(b",", i)]), int(v[v.rindex(b":") + 1 : -1]), in_ts
 
 
-def producer_main(bootstrap: str, topic: str, conn, conf: dict) -> None:
+def producer_main(bootstrap: str, topic: str, conn, conf: dict, tick_ms: float = TICK_MS) -> None:
     """Sends on a schedule when told; answers with the sequence numbers at each mark and its own lag."""
     from confluent_kafka import Producer
 
@@ -64,13 +69,13 @@ def producer_main(bootstrap: str, topic: str, conn, conf: dict) -> None:
         if command[0] == "halt":  # the run it meant to end had already ended
             continue
         _, rate, duration_s, marks_s = command
-        summary = _run(producer, topic, conn, seq, rate, duration_s, marks_s)
+        summary = _run(producer, topic, conn, seq, rate, duration_s, marks_s, tick_ms / 1000)
         seq = summary["last"]
         conn.send(summary)
     producer.flush(30)
 
 
-def _run(producer, topic: str, conn, first: int, rate: float, duration_s: float, marks_s) -> dict:
+def _run(producer, topic: str, conn, first: int, rate: float, duration_s: float, marks_s, tick_s: float) -> dict:
     total = int(rate * duration_s)
     period_ns = 1e9 / rate
     t0 = time.time_ns() + 1_000_000  # the first record is due 1 ms from now
@@ -97,7 +102,7 @@ def _run(producer, topic: str, conn, first: int, rate: float, duration_s: float,
         producer.poll(0)
         wait_s = (t0 + sent * period_ns - time.time_ns()) / 1e9
         if wait_s > 0:
-            time.sleep(wait_s)
+            time.sleep(max(wait_s, tick_s))
     t1 = time.time_ns()
     producer.flush(30)
     lag_ms = sorted(x / 1e6 for x in lag)

@@ -264,7 +264,7 @@ def run(args) -> dict[str, Any]:
             mode_run.close()
         drivers.close()
         broker.stop()
-        if ok:
+        if ok and not args.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             log(f"kept {workdir} for its logs")
@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire")
     parser.add_argument("--in-place", action="store_true", help="fail the query (failpoint) instead of killing the driver")
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--keep-workdir", action="store_true", help="keep the jobs' logs and checkpoints")
     args = parser.parse_args(argv)
     if args.caught_up_lag is None:
         args.caught_up_lag = 5.0 if args.mode == "microBatch" else 1.0

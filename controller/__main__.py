@@ -13,6 +13,8 @@ Flags override the environment the Deployment sets:
 
 The operator's other settings (job image, driver account, ...) are read by
 ``controller.config.Settings.from_env``.
+
+    python -m controller release-finalizers ...   the chart's pre-delete hook (controller/uninstall.py)
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ def parse_args(argv: list[str] | None = None, env: dict[str, str] | None = None)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["release-finalizers"]:
+        from controller import uninstall
+
+        return uninstall.main(argv[1:])
     args = parse_args(argv)
     kopf.configure(verbose=args.verbose, debug=args.debug)
     import controller.handlers  # noqa: F401  (registers the handlers)

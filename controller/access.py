@@ -22,7 +22,7 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     (GROUP, PLURAL, "get"): ("kube.py", "self.custom.get_namespaced_custom_object("),
     (GROUP, PLURAL, "list"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
     (GROUP, PLURAL, "watch"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
-    (GROUP, PLURAL, "patch"): ("handlers.py", "settings.persistence.finalizer = FINALIZER"),
+    (GROUP, PLURAL, "patch"): ("handlers.py", "settings.persistence.finalizer = names.FINALIZER"),
     (GROUP, f"{PLURAL}/status", "patch"): ("kube.py", "self.custom.patch_namespaced_custom_object_status("),
     # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
     ("", "pods", "list"): ("kube.py", "self.core.list_namespaced_pod("),

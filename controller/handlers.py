@@ -30,7 +30,6 @@ from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_
 from controller.metrics import Metrics
 from controller.reconcile import reconcile_once
 
-FINALIZER = f"{GROUP}/finalizer"
 MAX_ERROR_DELAY_S = 60.0
 CONFLICT_DELAY_S = 0.2
 RECONCILE_WORKERS = 32  # threads for blocking reconciles, and as many API connections
@@ -71,7 +70,7 @@ def _new_api_client() -> client.ApiClient:
 
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
-    settings.persistence.finalizer = FINALIZER
+    settings.persistence.finalizer = names.FINALIZER
     settings.posting.reporting_component = "streamq-operator"
     settings.posting.loggers = False  # events are explicit (kopf.event), log lines stay logs
     settings.watching.label_selectors["pods"] = names.driver_pod_selector()  # server-side filter

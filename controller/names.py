@@ -11,6 +11,8 @@ from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, 
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_ROLE = f"{GROUP}/role"  # "standby" on a standby driver pod; it keeps the label once it takes over
 ROLE_STANDBY = "standby"
+# kopf's finalizer on every query (the reconciler is a kopf daemon); the chart's uninstall hook removes it
+FINALIZER = f"{GROUP}/finalizer"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
 ANNOTATION_CHECKPOINT = f"{GROUP}/checkpoint-location"
 ANNOTATION_RESTART_NONCE = f"{GROUP}/restart-nonce"  # the spec's restartNonce when the driver was made ("" if none)

@@ -1,6 +1,6 @@
 """A real Prometheus for the e2e tier: Debian's binary (hack/install-prometheus.sh puts it
 in the cache), run on this machine, scraping the cluster's pods by their IPs (the local
-provider's pod network is routed from the host; kind's is not).
+provider's pod network is routed from the host; the kind provider adds a route to its node's pod subnet).
 
 It scrapes what the chart's monitors scrape: the operator's `metrics` port (job
 ``streamq-operator``, honor_labels as the ServiceMonitor) and the `spark-ui` port of

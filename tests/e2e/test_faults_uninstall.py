@@ -1,7 +1,7 @@
 """The operator uninstalled with queries still running (issue #12): `helm uninstall`,
-then the queries and their namespace deleted. Nothing may hang: with no operator left
-to remove the StreamingQueries' finalizer, the namespace must still be gone within
-a bound. The operator is installed again afterwards, as the session's other tests
+then the queries and their namespace deleted. Nothing may hang: the chart's pre-delete
+hook (controller/uninstall.py) stops the operator and removes kopf's finalizer, so the
+namespace must be gone within a bound, while the query kept running until it was deleted. The operator is installed again afterwards, as the session's other tests
 expect it (a namespace that does hang is unblocked by hand then, and reported).
 """
 
@@ -24,10 +24,6 @@ GONE_WITHIN_S = 60  # the namespace's own objects need seconds; a finalizer nobo
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect (issue 12, fault 9): kopf puts a finalizer on every StreamingQuery for its daemon, and after "
-    "`helm uninstall` nothing removes it, so the namespace stays Terminating; workaround in docs/operations.md. "
-    "When this passes, remove the mark."))
 def test_uninstall_then_delete_queries_and_namespace(cluster, kafka):
     test = "helm uninstall, then the namespace"
     namespace = f"streamq-uninstall-{uuid.uuid4().hex[:5]}"
@@ -53,6 +49,11 @@ def test_uninstall_then_delete_queries_and_namespace(cluster, kafka):
         uninstalled_in = time.monotonic() - t0
         wait_for(lambda: not cluster.kubectl_json("-n", OPERATOR_NAMESPACE, "get", "pods")["items"], 120,
                  "the operator's pods gone", interval=1, ignore=(Exception,))  # fmt: skip
+        # the hook released the queries and left them running
+        after = {name: sq.get(name)["metadata"].get("finalizers") or [] for name in names}
+        assert not [n for n, f in after.items() if "streamq.io/finalizer" in f], f"finalizers after the uninstall: {after}"
+        drivers = cluster.kubectl_json("-n", namespace, "get", "pods", "-l", "streamq.io/component=driver")["items"]
+        assert [p["status"]["phase"] for p in drivers] == ["Running"] * len(names), [p["metadata"]["name"] for p in drivers]
 
         t1 = time.monotonic()
         deleted = sq.kubectl("delete", "sq", "--all", "--wait=false", timeout=60)

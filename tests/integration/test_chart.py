@@ -47,10 +47,15 @@ def template(helm: Path, tmp_path: Path, values: dict | None = None, *extra: str
     return run_helm(helm, "template", "streamq", str(CHART), "--namespace", "streamq-system", *extra, *_values_args(tmp_path, values))
 
 
-def render(helm: Path, tmp_path: Path, values: dict | None = None) -> list[dict]:
+def is_hook(doc: dict) -> bool:
+    return "helm.sh/hook" in (doc["metadata"].get("annotations") or {})
+
+
+def render(helm: Path, tmp_path: Path, values: dict | None = None, hooks: bool = False) -> list[dict]:
+    """What `helm install` keeps in the cluster; ``hooks``: only the hook objects (the uninstall Job's)."""
     result = template(helm, tmp_path, values)
     assert result.returncode == 0, result.stderr
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc and is_hook(doc) == hooks]
 
 
 def lint_strict(helm: Path, tmp_path: Path, values: dict | None = None) -> subprocess.CompletedProcess:
@@ -459,3 +464,53 @@ def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_
     assert {"from": [prometheus], "ports": [{"protocol": "TCP", "port": 4040}]} in policy["spec"]["ingress"]
     default = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")
     assert len(default["spec"]["ingress"]) == 1
+
+
+# ---------------------------------------------------------------- helm uninstall
+
+
+def test_uninstall_hook_stops_the_operator_and_releases_the_served_queries(helm, tmp_path):
+    """controller/uninstall.py runs before helm deletes anything, with its own account: the operator's
+    account never gets to scale its own Deployment."""
+    from controller.names import FINALIZER
+
+    hooks = render(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a", "team-b"]}}, hooks=True)
+    assert all(d["metadata"]["annotations"]["helm.sh/hook"] == "pre-delete" for d in hooks)
+    job = one(hooks, "Job")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "streamq-operator-uninstall"
+    assert pod["containers"][0]["args"] == [
+        "controller", "release-finalizers", "--operator-namespace=streamq-system", "--deployment=streamq-operator",
+        "--timeout=90", "--namespace=team-a", "--namespace=team-b"]  # fmt: skip
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    # objects first, then the Job
+    weights = {d["kind"]: int(d["metadata"]["annotations"]["helm.sh/hook-weight"]) for d in hooks}
+    assert weights.pop("Job") > max(weights.values())
+    role = one(hooks, "Role")
+    assert rule_set(role["rules"]) == {("apps", "deployments", "get"), ("apps", "deployments", "patch"), ("", "pods", "list")}
+    assert role["rules"][0]["resourceNames"] == ["streamq-operator"]
+    assert rule_set(one(hooks, "ClusterRole")["rules"]) == {
+        ("streamq.io", "streamingqueries", v) for v in ("get", "list", "patch")}  # fmt: skip
+    served = sorted(b["metadata"]["namespace"] for b in by_kind(hooks, "RoleBinding") if b["roleRef"]["kind"] == "ClusterRole")
+    assert served == ["team-a", "team-b"] and not by_kind(hooks, "ClusterRoleBinding")
+    assert FINALIZER == "streamq.io/finalizer"
+    # the operator's own rules hold nothing of this
+    for role in by_kind(render(helm, tmp_path), "ClusterRole"):
+        assert not {r for _, r, _ in rule_set(role["rules"])} & {"deployments"}
+
+
+def test_uninstall_hook_is_cluster_wide_with_the_operator_and_can_be_turned_off(helm, tmp_path):
+    hooks = render(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}}, hooks=True)
+    assert "--namespace" not in " ".join(one(hooks, "Job")["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert one(hooks, "ClusterRoleBinding")["roleRef"]["name"] == "streamq-operator-uninstall"
+    assert not render(helm, tmp_path, {"uninstallHook": {"enabled": False}}, hooks=True)
+
+
+def test_uninstall_hook_objects_have_distinct_names_when_the_release_namespace_is_served(helm, tmp_path):
+    """The default watches the release namespace, where the Job's own Role is bound: the binding to the
+    queries' ClusterRole there must not take the same name (the API server refuses to change a roleRef)."""
+    hooks = render(helm, tmp_path, hooks=True)
+    keys = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in hooks]
+    assert len(keys) == len(set(keys)), sorted(keys)
+    bindings = {b["roleRef"]["kind"]: b for b in by_kind(hooks, "RoleBinding")}
+    assert bindings["Role"]["metadata"]["namespace"] == bindings["ClusterRole"]["metadata"]["namespace"] == "streamq-system"

@@ -171,12 +171,26 @@ class KindCluster(Cluster):
                      lambda: "CoreDNS\n" + self.diagnostics(), interval=2, ignore=(Exception,))  # fmt: skip
             wait_for(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60,
                      "the default ServiceAccount", ignore=(Exception,))  # fmt: skip
+            self.route_pod_network()
         except BaseException:
             log("kind cluster did not come up:\n" + self.diagnostics())
             self.down()
             raise
         log(f"kind cluster {self.name} up in {time.monotonic() - t0:.0f}s (kubeconfig {self.kubeconfig})")
         return self
+
+    def pod_network_route(self) -> list[str]:
+        """`ip route` arguments that send the node's pod subnet through the node's container:
+        the e2e Prometheus on this machine scrapes pods by their IPs, as it does on the local node."""
+        subnet = self.kubectl("get", "nodes", "-o", "jsonpath={.items[0].spec.podCIDR}").stdout.strip()
+        node_ip = self.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                              self.node).stdout.split()[0]  # fmt: skip
+        return [subnet, "via", node_ip]
+
+    def route_pod_network(self) -> None:
+        route = self.pod_network_route()
+        done = run(["ip", "route", "replace", *route], check=False)
+        log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
 
     def down(self) -> None:
         """Deletes the cluster; stops our own Docker engine when nothing else runs in it."""
@@ -188,6 +202,10 @@ class KindCluster(Cluster):
                 if kind.exists() and engine.returncode == 0:
                     self.tools = {"KIND": str(kind), **parse_env_lines(engine.stdout.replace("export ", ""))}
             if self.tools:
+                try:
+                    run(["ip", "route", "del", *self.pod_network_route()], check=False)
+                except Exception:  # noqa: BLE001 - no cluster, no route
+                    pass
                 self._kind("delete", "cluster", "--name", self.name, check=False)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)

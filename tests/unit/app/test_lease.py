@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S, RENEW_EVERY_S
@@ -61,3 +63,35 @@ def test_the_lease_is_configured_by_the_pods_environment_only():
     assert DriverLease.from_env({}) is None
     lease = DriverLease.from_env({"STREAMQ_LEASE": "q-driver", "POD_NAME": "q-driver-2", "POD_NAMESPACE": "team"})
     assert (lease.name, lease.me, lease.namespace) == ("q-driver", "q-driver-2", "team")
+
+
+class _ReadOnly(DriverLease):
+    """The Lease logic over a fixed record (no API server: the reads are what is decided on)."""
+
+    def __init__(self, record, clock):
+        super().__init__("q-driver", "ns", "me", api=object(), clock=clock)
+        self.record, self.writes = record, []
+
+    def read(self):
+        return self.record
+
+    def _write(self, record, holder, acquired):
+        self.writes.append(holder)
+        return True
+
+
+def test_a_standby_sees_an_expired_lease_while_warming_up_and_takes_it_without_a_second_wait():
+    now = [0.0]
+    lease = _ReadOnly(Record("driver-1", "2026-11-23T10:00:00Z"), lambda: now[0])
+    assert not lease.could_take()  # held: warm up
+    now[0] = DURATION_S / 2
+    assert not lease.could_take()
+    now[0] = DURATION_S + 0.1
+    assert lease.could_take()  # unchanged for the lease's duration on this pod's clock
+    assert lease.acquire(threading.Event())  # the same watch: taken at once, not DURATION_S later
+    assert lease.writes == ["me"]
+
+
+def test_a_released_lease_ends_the_warm_up_at_once():
+    lease = _ReadOnly(Record(None, None), lambda: 0.0)
+    assert lease.could_take()
