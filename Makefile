@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 SPEC ?= examples/rate-to-console.yaml
 
-.PHONY: run test setup jars kube image unit integration e2e crd bench bench-deps bench-latency bench-recovery bench-operator help
+.PHONY: run test setup jars kube image unit integration e2e crd bench bench-deps bench-latency bench-recovery bench-operator bench-chaos help
 
 help:
 	@echo "make run          run SPEC (default $(SPEC)) locally: no cluster, no broker"
@@ -66,6 +66,13 @@ bench-recovery: bench-deps
 
 bench-operator: bench-deps
 	$(PY) -m bench.operator
+
+# Not part of `make bench`: a whole cluster (root for the local provider) and 30 minutes of faults.
+# CHAOS_ARGS passes options, e.g. CHAOS_ARGS="--minutes 10 --seed 7 --standby".
+bench-chaos: setup jars kube
+	@$(VENV)/bin/pip install -q -e '.[bench]'
+	@hack/install-node.sh
+	$(PY) -m bench.chaos $(CHAOS_ARGS)
 
 bench: bench-latency bench-recovery bench-operator
 	$(PY) -m bench.plots

@@ -124,6 +124,17 @@ def recovery(r: dict) -> str:
                   f"{s['duplicates']:,}, **lost {s['lost']}**.\n\n{load_line(r)}.")  # fmt: skip
 
 
+def chaos(r: dict) -> str:
+    rows = [[f["n"], round(f["atS"] / 60, 1), f["fault"], f["runningAgainS"], f["outputGrowingS"], f["note"]] for f in r["faults"]]
+    s, st = r["summary"], r["settings"]
+    out = table(["fault #", "at min", "fault", "Running again after s", "output growing after s", "note"], rows)
+    return out + (f"\n\n{len(r['faults'])} faults in {st['minutes']:g} min ({r['provider']} provider, seed {st['seed']}"
+                  f"{', standby' if st['standby'] else ''}) at {st['rate']:g} payments/s: {s['recordsProduced']:,} produced, "
+                  f"{s['undelivered']:,} undelivered, {s['recordsInSource']:,} in the source, {s['expectedFlagged']:,} "
+                  f"flagged expected, {s['uniqueReceived']:,} arrived ({s['recordsOut']:,} records out), duplicates "
+                  f"{s['duplicates']:,}, unexpected {s['unexpected']:,}, **lost {s['lost']:,}**.\n\n{load_line(r)}.")  # fmt: skip
+
+
 def operator(r: dict) -> str:
     cpu, rss = r["operatorCpuSeconds"], r["operatorRss"]
     a, q = r["applyStartToDriverCreatedS"], r["queryCreatedToDriverCreatedS"]
@@ -162,7 +173,7 @@ def runs_side_by_side(paths: list[Path]) -> str:
                   "setting"], rows)  # fmt: skip
 
 
-RENDER = {"latency": latency, "recovery": recovery, "operator": operator}
+RENDER = {"latency": latency, "recovery": recovery, "operator": operator, "chaos": chaos}
 
 
 def render(path: Path) -> str:
