@@ -127,7 +127,9 @@ def _decide(inputs: Inputs) -> Decision:
         return restart.failed(d, gone, run_spec, reason=Reason.DRIVER_LOST)
     if current.deleting:
         d.wait(WAIT_FOR_DELETION_S)
-        if d.status.phase is None:
+        if d.stuck is not None:  # what the user must know first: nothing starts until that pod is gone
+            d.phase(d.status.phase or Phase.PENDING, Reason.DRIVER_STUCK_TERMINATING, d.stuck)
+        elif d.status.phase is None:
             d.phase(Phase.PENDING, Reason.WAITING_FOR_OLD_DRIVER, f"waiting for driver {current.name} to terminate")
         return d.finish("wait")
 

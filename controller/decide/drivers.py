@@ -85,8 +85,8 @@ def no_driver(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attem
         names_ = ", ".join(x.name for x in blockers)
         if d.status.phase is None:
             d.status.phase = Phase.PENDING
-        d.reason = Reason.WAITING_FOR_OLD_DRIVER
-        d.status.message = f"waiting for {names_} to be deleted before starting a driver"
+        d.reason = Reason.DRIVER_STUCK_TERMINATING if d.stuck else Reason.WAITING_FOR_OLD_DRIVER
+        d.status.message = d.stuck or f"waiting for {names_} to be deleted before starting a driver"
         d.wait(WAIT_FOR_DELETION_S)
         return d.finish("wait")
     held_back = restart.lost_or_waiting(d, run_spec)

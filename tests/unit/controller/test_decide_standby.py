@@ -164,6 +164,7 @@ def test_a_driver_stuck_terminating_is_said_then_force_deleted_after_the_users_g
     degraded = next(c for c in d.status.conditions if c.type == "Degraded")
     assert (degraded.status, degraded.reason) == ("True", Reason.DRIVER_STUCK_TERMINATING)
     assert "Terminating 40s past its grace period" in degraded.message and "force-deleted at" in degraded.message
+    assert d.status.message == degraded.message  # the first line users read (kubectl get sq) says it too
     assert [e.reason for e in d.events] == [Reason.DRIVER_STUCK_TERMINATING] and d.actions == ()
     assert d.requeue_after <= 80  # looks again by the time the grace the user set is over
     assert w.reconcile().events == ()  # said once
