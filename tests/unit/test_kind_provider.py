@@ -35,6 +35,17 @@ def test_kind_config_mounts_the_jars_and_maps_kafka_to_loopback():
     ]
 
 
+def test_kind_pods_get_a_subnet_apart_from_the_local_providers():
+    """Both providers run on one machine (CI's local e2e beside a kind try): the route to the
+    kind node's pods must never cover the local node's pods."""
+    import ipaddress
+
+    from tests.e2e.cluster.local import NODE_IP, POD_CIDR
+
+    kind_pods = ipaddress.ip_network(json.loads(kind_config("/k", 1))["networking"]["podSubnet"])
+    assert not kind_pods.overlaps(ipaddress.ip_network(POD_CIDR)) and ipaddress.ip_address(NODE_IP) not in kind_pods
+
+
 def test_kafka_nodeport_targets_the_external_listener():
     svc = json.loads(kafka_nodeport_service("ns"))
     assert svc["metadata"] == {"name": "kafka-external", "namespace": "ns"}

@@ -42,6 +42,9 @@ KIND_UP = REPO_ROOT / "hack" / "kind-up.sh"
 KUBEADM_PATCHES = REPO_ROOT / "hack" / "kind" / "kubeadm-patches"
 NODE_KUBEADM_PATCHES = "/kind/streamq-patches"
 STATE_DIR = CACHE / "kind" / "clusters"
+# Not kind's default 10.244.0.0/16: the local provider's pods use 10.244.0.0/24 on this same
+# machine, and the route to the kind node's pods (route_pod_network) would take their traffic.
+POD_SUBNET = "10.246.0.0/16"
 
 
 def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
@@ -49,10 +52,12 @@ def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
     loopback:<kafka_host_port> mapped to the node's NodePort for Kafka, and kubeadm
     patches (hack/kind/kubeadm-patches) that take the control plane's CPU requests
     away: on a 2-core machine they would leave no room for a Spark driver (the local
-    provider's control plane runs outside any pod and requests nothing either)."""
+    provider's control plane runs outside any pod and requests nothing either). Its pods
+    get POD_SUBNET, apart from the local provider's, so both can run on one machine."""
     return json.dumps({
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "networking": {"podSubnet": POD_SUBNET},
         "kubeadmConfigPatches": [json.dumps({
             "kind": "InitConfiguration", "patches": {"directory": NODE_KUBEADM_PATCHES}})],
         "nodes": [{
@@ -189,6 +194,11 @@ class KindCluster(Cluster):
 
     def route_pod_network(self) -> None:
         route = self.pod_network_route()
+        taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
+        if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
+            log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
+                "Prometheus on this machine cannot scrape this cluster's pods")
+            return
         done = run(["ip", "route", "replace", *route], check=False)
         log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
 
