@@ -9,7 +9,8 @@ The cluster is the one STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP na
 else one brought up as the e2e ``cluster`` fixture does and torn down at the end (also on ^C
 or SIGTERM). The faults are the tests' own mechanics (tests/e2e/test_recovery.py,
 test_faults_broker.py, test_faults_control_plane.py); the kubelet, containerd and apiserver
-faults need the local provider's own cluster (this process runs those daemons).
+faults need a cluster this process brought up (the local node's daemons, or the kind node's
+systemd and static pods), not one named by STREAMQ_E2E_KUBECONFIG.
 
 Per fault: the seconds until the query is Running again (not Degraded; after a driver fault,
 on a later attempt) and until the output topic holds a flagged record of a payment produced
@@ -55,9 +56,9 @@ OPERATOR_PODS = "app.kubernetes.io/component=operator"  # the chart's label on t
 # ---------------------------------------------------------------------- pure parts
 
 
-def allowed_faults(provider: str, own_node: bool) -> list[str]:
-    """The faults this cluster can take: the node's daemons only where this process runs them."""
-    return [*ANY_CLUSTER, *(OWN_NODE if provider == "local" and own_node else ())]
+def allowed_faults(own_node: bool) -> list[str]:
+    """The faults this cluster can take: the node's daemons only on a cluster this process brought up."""
+    return [*ANY_CLUSTER, *(OWN_NODE if own_node else ())]
 
 
 def pick_faults(requested: str | None, allowed: list[str]) -> list[str]:
@@ -70,7 +71,7 @@ def pick_faults(requested: str | None, allowed: list[str]) -> list[str]:
         raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(ANY_CLUSTER + OWN_NODE)}")
     refused = [n for n in names if n not in allowed]
     if refused:
-        raise ValueError(f"only on the local provider's own cluster (not kind, not one named by STREAMQ_E2E_KUBECONFIG): "
+        raise ValueError(f"only on a cluster this run brings up (not one named by STREAMQ_E2E_KUBECONFIG): "
                          f"{', '.join(refused)}")
     return names
 
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("STREAMQ_E2E_KUBECONFIG") and not os.environ.get("STREAMQ_E2E_KAFKA_BOOTSTRAP"):
         parser.error("STREAMQ_E2E_KUBECONFIG needs STREAMQ_E2E_KAFKA_BOOTSTRAP (hack/e2e-cluster.sh up prints both)")
     try:  # checked before a cluster start of several minutes
-        faults = pick_faults(args.faults, allowed_faults(provider, own_node=not os.environ.get("STREAMQ_E2E_KUBECONFIG")))
+        faults = pick_faults(args.faults, allowed_faults(own_node=not os.environ.get("STREAMQ_E2E_KUBECONFIG")))
     except ValueError as exc:
         parser.error(str(exc))
     signal.signal(signal.SIGTERM, _interrupt)

@@ -45,6 +45,8 @@ STATE_DIR = CACHE / "kind" / "clusters"
 # Not kind's default 10.244.0.0/16: the local provider's pods use 10.244.0.0/24 on this same
 # machine, and the route to the kind node's pods (route_pod_network) would take their traffic.
 POD_SUBNET = "10.246.0.0/16"
+APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+APISERVER_PARKED = "/etc/kubernetes/kube-apiserver.yaml.stopped"  # outside the kubelet's manifest directory
 
 
 def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
@@ -245,6 +247,46 @@ class KindCluster(Cluster):
 
     def kafka_external(self) -> tuple[str, int]:
         return ("127.0.0.1", self.kafka_port)
+
+    # ------------------------------------------------------------------ faults (tests/e2e/test_faults_*.py)
+    def _on_node(self, script: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        return self.docker("exec", self.node, "bash", "-c", script, timeout=timeout, check=check)
+
+    def _apiserver_ready(self) -> bool:
+        try:
+            return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout.strip() == "ok"
+        except subprocess.TimeoutExpired:
+            return False
+
+    def stop_apiserver(self) -> None:
+        """kube-apiserver is the kubelet's static pod here: its manifest moved out of the
+        manifest directory, the kubelet stops it (etcd and everything else keep running)."""
+        self._on_node(f"mv {APISERVER_MANIFEST} {APISERVER_PARKED}")
+        wait_for(lambda: not self._apiserver_ready(), 120, "kube-apiserver stopped by the kubelet", interval=1)
+        log("kube-apiserver stopped (its static pod's manifest parked)")
+
+    def start_apiserver(self, timeout: float = 120) -> None:
+        """The manifest back: the kubelet starts the same pod; returns when /readyz says ok."""
+        self._on_node(f"if [ -e {APISERVER_PARKED} ]; then mv {APISERVER_PARKED} {APISERVER_MANIFEST}; fi")
+        wait_for(self._apiserver_ready, timeout, "kube-apiserver ready again", interval=1)
+        log("kube-apiserver started again")
+
+    def restart_node_component(self, name: str, down_s: float = 0) -> None:
+        """``systemctl stop`` of the node's kubelet or containerd (the node container's
+        systemd runs them; containers outlive containerd, as on the local node), wait
+        ``down_s``, start it again; returns once it answers."""
+        if name not in ("kubelet", "containerd"):
+            raise ValueError(f"restart_node_component: {name} is neither kubelet nor containerd")
+        self._on_node(f"systemctl stop {name}")
+        log(f"{name} stopped")
+        if down_s:
+            time.sleep(down_s)  # the outage itself: its length is the point
+        self._on_node(f"systemctl start {name}")
+        answers = ("ctr version >/dev/null" if name == "containerd" else  # the kubelet's healthz, with bash alone
+                   "exec 3<>/dev/tcp/127.0.0.1/10248 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && grep -qx ok <&3")
+        wait_for(lambda: self._on_node(answers, timeout=20, check=False).returncode == 0, 120, f"{name} answering again",
+                 interval=1, ignore=(subprocess.TimeoutExpired,))  # fmt: skip
+        log(f"{name} started again")
 
     def start_kafka_port_forward(self, namespace: str) -> None:
         """Called by the add-ons once the broker runs (and again after it was replaced):

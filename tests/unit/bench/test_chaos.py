@@ -35,18 +35,17 @@ def test_only_the_faults_given_are_drawn_and_a_run_too_short_has_none():
     assert chaos.schedule(1, 60, 10, []) == []
 
 
-def test_the_node_faults_need_the_local_providers_own_cluster():
-    assert chaos.allowed_faults("local", own_node=True) == ALL
-    assert chaos.allowed_faults("local", own_node=False) == list(chaos.ANY_CLUSTER)
-    assert chaos.allowed_faults("kind", own_node=True) == list(chaos.ANY_CLUSTER)
+def test_the_node_faults_need_a_cluster_this_run_brought_up():
+    assert chaos.allowed_faults(own_node=True) == ALL
+    assert chaos.allowed_faults(own_node=False) == list(chaos.ANY_CLUSTER)
 
 
 def test_faults_asked_for_are_checked_against_what_the_cluster_can_take():
-    kind = chaos.allowed_faults("kind", own_node=True)
-    assert chaos.pick_faults(None, kind) == kind
-    assert chaos.pick_faults(" broker-pod-deleted,driver-pod-deleted ", kind) == ["broker-pod-deleted", "driver-pod-deleted"]
-    with pytest.raises(ValueError, match="local provider"):
-        chaos.pick_faults("driver-pod-deleted,kubelet-restarted", kind)
+    named = chaos.allowed_faults(own_node=False)
+    assert chaos.pick_faults(None, named) == named
+    assert chaos.pick_faults(" broker-pod-deleted,driver-pod-deleted ", named) == ["broker-pod-deleted", "driver-pod-deleted"]
+    with pytest.raises(ValueError, match="STREAMQ_E2E_KUBECONFIG"):
+        chaos.pick_faults("driver-pod-deleted,kubelet-restarted", named)
     with pytest.raises(ValueError, match="unknown fault.*broker-down"):
         chaos.pick_faults("broker-down", ALL)
 
