@@ -185,11 +185,11 @@ class ModeRun:
         args = self.args
         marks = (cold_s, cold_s + args.warmup)
         sched0 = self.sched()
-        jvm = self._jvm_seconds_at([0.0, cold_s, cold_s + args.warmup]) if self.job is not None else None
+        jvm = self.jvm_seconds_at([0.0, cold_s, cold_s + args.warmup]) if self.job is not None else None
         sent = self.send(rate, cold_s + args.warmup + args.measure, marks)
         sched1 = self.sched()
         jvm_cores = self._jvm_cores(jvm, sent, cold_s, args) if jvm is not None else None
-        drained_after = self._drain(sent["first"], sent["last"])
+        drained_after = self.drain(sent["first"], sent["last"])
         data = read_received(self.received_path)
         measured = stats.window(data, sent["marks"][1], sent["last"], self.passes, expected_rate=rate * self.pass_fraction)
         ok, why = stats.keeps_up(measured)
@@ -215,7 +215,7 @@ class ModeRun:
             "jvmCores": jvm_cores,
         }
 
-    def _jvm_seconds_at(self, offsets_s: list[float]) -> list[tuple[float, dict[str, float]]]:
+    def jvm_seconds_at(self, offsets_s: list[float]) -> list[tuple[float, dict[str, float]]]:
         """Starts a timer thread that reads the JVM's thread times at each offset from now; the list fills in."""
         import threading
 
@@ -240,7 +240,7 @@ class ModeRun:
 
         return {"cold": cores(taken[0], taken[1]) if cold_s else None, "measured": cores(taken[2], end)}
 
-    def _drain(self, first: int, last: int) -> float | None:
+    def drain(self, first: int, last: int) -> float | None:
         """Wait until every passing record of the step came out, or give up after --drain-timeout."""
         import numpy as np
 

@@ -1,0 +1,134 @@
+"""How a query's latency settles in the minutes after its start, at a steady rate.
+
+    .venv/bin/python -m bench.settle                                   # continuous, realTime, baseline: 4 min each at 10k/s
+    .venv/bin/python -m bench.settle --paths continuous --minutes 6 --conf spark.driver.extraJavaOptions=-XX:+UseSerialGC
+
+``bench.latency`` measures one 12 s window about a minute after a start, when the job's JIT
+compilers still use a third of a core (its results' ``jvmCores``). This one asks what that
+window does not: does the tail come down once the JVM has compiled what it runs, and when?
+Each path is started as ``bench.latency`` starts it (same ``ModeRun``: broker, job, producer,
+consumer), fed ``--ramp`` seconds at 1k/s (a cold JVM straight into 10k/s falls behind for
+good on these 2 cores), then ``--rate`` for ``--minutes``, cut into ``--every`` second
+windows. Per window: p50/p99/p99.9 and the cores the job's JVM spent in its JIT compilers,
+its GC and everything else. Every window keeps its HDR histogram in the results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import latency_stats as stats
+from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, table, write_results
+from bench.latency import PATHS, ModeRun, parse_kv, warm_broker
+
+
+def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
+    """Cores per kind of JVM thread between consecutive samples of (monotonic s, seconds on CPU by kind)."""
+    out = []
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        span = (t1 - t0) or 1e-9
+        out.append({k: round((b[k] - a[k]) / span, 3) for k in a})
+    return out
+
+
+def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict[str, Any]:
+    run = ModeRun(path, broker, workdir, args)
+    result: dict[str, Any] = {"path": path, "trigger": PATHS[path], "windows": []}
+    try:
+        started = time.monotonic()
+        run.start()
+        result["readyAfterS"] = round(time.monotonic() - started, 1)
+        run.send(1000, args.ramp)
+        edges = [i * args.every for i in range(int(args.minutes * 60 / args.every) + 1)]
+        jvm = run.jvm_seconds_at(edges) if run.job is not None else None
+        sent = run.send(args.rate, edges[-1], tuple(edges[1:-1]))
+        run.drain(sent["first"], sent["last"])
+        data = run_data(run)
+        bounds = [sent["first"], *sent["marks"], sent["last"]]
+        cores = jvm_cores_between(jvm) if jvm else []
+        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+            w = stats.window(data, lo, hi, run.passes, expected_rate=args.rate * run.pass_fraction)
+            w["fromS"], w["toS"] = edges[i], edges[i + 1]
+            w["jvmCores"] = cores[i] if i < len(cores) else None
+            result["windows"].append(w)
+            lat = w["latencyMs"]
+            log(f"{path} {edges[i]:>4.0f}-{edges[i + 1]:<4.0f}s: p50 {lat['p50']} p99 {lat['p99']} p99.9 {lat['p99.9']} ms; "
+                f"jvm {w['jvmCores']}")  # fmt: skip
+        result["scheduleLagMs"] = sent["scheduleLagMs"]
+        result["load"] = sampler.summary(sent["t0"] / 1e9, sent["t1"] / 1e9)
+    except Exception as exc:  # one broken path must not lose the others' figures
+        result["error"] = str(exc)[-3000:]
+        log(f"{path}: FAILED: {exc}")
+    finally:
+        if run.job is not None:
+            result["jobLogTail"] = run.job.log()[-2000:]
+        run.close()
+    return result
+
+
+def run_data(run: ModeRun):
+    from bench.latency_clients import read_received
+
+    return read_received(run.received_path)
+
+
+def summary_table(results: dict) -> str:
+    rows = []
+    for r in results["runs"]:
+        for w in r["windows"]:
+            lat, jvm = w["latencyMs"], w.get("jvmCores") or {}
+            rows.append([r["path"], f"{w['fromS']:.0f}-{w['toS']:.0f}", lat["p50"], lat["p99"], lat["p99.9"],
+                         w["expected"] - w["received"], jvm.get("jit", "-"), jvm.get("gc", "-"), jvm.get("other", "-")])  # fmt: skip
+    return table(["path", "s after ramp", "p50 ms", "p99 ms", "p99.9 ms", "lost", "JIT cores", "GC cores", "other cores"], rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.settle", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--paths", default="continuous,realTime,baseline")
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--minutes", type=float, default=4.0)
+    parser.add_argument("--every", type=float, default=20.0, help="seconds per window")
+    parser.add_argument("--ramp", type=float, default=15.0, help="seconds at 1k/s before the rate")
+    parser.add_argument("--broker-warmup", type=float, default=20.0)
+    parser.add_argument("--drain-timeout", type=float, default=15.0)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
+    parser.add_argument("--source-option", type=parse_kv, action="append", default=[])
+    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[])
+    parser.add_argument("--label", default="", help="a word for the results file (goes to tuning/)")
+    args = parser.parse_args(argv)
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = set(paths) - set(PATHS)
+    if unknown:
+        parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
+
+    sampler = LoadSampler()
+    results: dict[str, Any] = {"bench": "settle", "label": args.label, "started": now_iso(), "commit": git_commit(),
+                               "machine": machine(), "settings": dict(vars(args)), "runs": []}  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-settle-"))
+    broker = kafka_broker(workdir / "kafka")
+    sampler.start()
+    try:
+        broker.start()
+        warm_broker(broker, workdir, [args.rate], args)
+        for path in paths:
+            results["runs"].append(settle(path, broker, workdir, args, sampler))
+    finally:
+        results["load"] = sampler.stop()
+        results["finished"] = now_iso()
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(summary_table(results), flush=True)
+    out = write_results(f"settle-{args.label}" if args.label else "settle", results,
+                        RESULTS_DIR / "tuning" if args.label else None)  # fmt: skip
+    log(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
