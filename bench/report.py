@@ -135,6 +135,25 @@ def chaos(r: dict) -> str:
                   f"{s['duplicates']:,}, unexpected {s['unexpected']:,}, **lost {s['lost']:,}**.\n\n{load_line(r)}.")  # fmt: skip
 
 
+def settle(r: dict) -> str:
+    """One row per window after the ramp; per path its p50 / p99 and the cores its JVM spent compiling."""
+    runs = [run for run in r["runs"] if run.get("windows")]
+    rows = []
+    for i, w in enumerate(runs[0]["windows"] if runs else []):
+        row = [f"{w['fromS']:.0f}-{w['toS']:.0f}"]
+        for run in runs:
+            x = run["windows"][i] if i < len(run["windows"]) else None
+            lat = (x or {}).get("latencyMs") or {}
+            jit = ((x or {}).get("jvmCores") or {}).get("jit")
+            row += [f"{lat.get('p50')} / {lat.get('p99')}" if lat else "-", jit if jit is not None else "-"]
+        rows.append(row)
+    header = ["s after the ramp"] + [h for run in runs for h in (f"{run['path']} p50 / p99 ms", f"{run['path']} JIT cores")]
+    s = r["settings"]
+    lost = ", ".join(f"{run['path']} {sum(w['expected'] - w['received'] for w in run['windows'])}" for run in runs)
+    return table(header, rows) + (f"\n\nOne job per path, {s['ramp']:.0f} s at 1,000/s, then {s['rate']:,}/s for "
+                                  f"{s['minutes']:g} min in {s['every']:.0f} s windows; lost: {lost}.\n\n{load_line(r)}.")  # fmt: skip
+
+
 def operator(r: dict) -> str:
     cpu, rss = r["operatorCpuSeconds"], r["operatorRss"]
     a, q = r["applyStartToDriverCreatedS"], r["queryCreatedToDriverCreatedS"]
@@ -173,7 +192,7 @@ def runs_side_by_side(paths: list[Path]) -> str:
                   "setting"], rows)  # fmt: skip
 
 
-RENDER = {"latency": latency, "recovery": recovery, "operator": operator, "chaos": chaos}
+RENDER = {"latency": latency, "recovery": recovery, "operator": operator, "chaos": chaos, "settle": settle}
 
 
 def render(path: Path) -> str:
