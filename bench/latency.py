@@ -26,6 +26,7 @@ repetitions; every window keeps an HDR histogram, so ``bench.plots`` and
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
 import os
 import shutil
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.contract.spec import duration_ms
 from bench import latency_stats as stats
 from bench.common import (
     RESULTS_DIR,
@@ -81,6 +83,21 @@ BENCH_SELECT = [
     "CAST(key AS STRING) AS key",
     """CONCAT('{"inTs":', CAST(unix_millis(timestamp) AS STRING), ',', SUBSTRING(CAST(value AS STRING), 2)) AS value""",
 ]
+
+
+def measured_seconds(trigger: Any, measure_s: float) -> float:
+    """The measured window covers whole periods of the path's own rhythm, at least two of them.
+
+    A real-time query stalls for a moment at every batch boundary, so a window that holds
+    2.4 batches gives some repetitions two boundaries and others three, and a 12 s window
+    over 30 s batches holds one boundary or none: the tail would follow where the window
+    happened to fall. Continuous mode's epochs (1 s) and micro-batches fit any window."""
+    period_s = 0.0
+    if isinstance(trigger, dict) and "realTime" in trigger:
+        period_s = duration_ms(trigger["realTime"]["batchDuration"]) / 1000
+    if not period_s:
+        return measure_s
+    return max(2, math.ceil(measure_s / period_s)) * period_s
 
 
 class ModeRun:
@@ -184,9 +201,10 @@ class ModeRun:
         """cold_s at the rate (the cold window), the warm-up, then the measured window."""
         args = self.args
         marks = (cold_s, cold_s + args.warmup)
+        measure_s = measured_seconds(PATHS[self.mode], args.measure)
         sched0 = self.sched()
         jvm = self.jvm_seconds_at([0.0, cold_s, cold_s + args.warmup]) if self.job is not None else None
-        sent = self.send(rate, cold_s + args.warmup + args.measure, marks)
+        sent = self.send(rate, cold_s + args.warmup + measure_s, marks)
         sched1 = self.sched()
         jvm_cores = self._jvm_cores(jvm, sent, cold_s, args) if jvm is not None else None
         drained_after = self.drain(sent["first"], sent["last"])
@@ -194,12 +212,13 @@ class ModeRun:
         measured = stats.window(data, sent["marks"][1], sent["last"], self.passes, expected_rate=rate * self.pass_fraction)
         ok, why = stats.keeps_up(measured)
         run_s = (sent["t1"] - sent["t0"]) / 1e9
-        behind_s = run_s - (cold_s + args.warmup + args.measure)
+        behind_s = run_s - (cold_s + args.warmup + measure_s)
         if behind_s > 1:
             ok, why = False, "; ".join(filter(None, [why, f"the producer finished {behind_s:.1f} s late"]))
         t_measure = sent["t0"] + int((cold_s + args.warmup) * 1e9)
         return {
             "rate": rate,
+            "measuredS": measure_s,
             "cold": stats.window(data, sent["first"], sent["marks"][0], self.passes, by_second=True) if cold_s else None,
             "measured": measured,
             "scheduleLagMs": sent["scheduleLagMs"],

@@ -57,8 +57,16 @@ def latency(r: dict) -> str:
                  "kept up"], rows)  # fmt: skip
     s = r["settings"]
     return (out + "\n\n" + where_the_cpu_went(r) + f"\n\nMedian (min-max) over {s['reps']} repetitions, each a fresh job, paths in rotated order; "
-            f"cold = the first {s['cold']:.0f} s after the first output, measured = {s['measure']:.0f} s after a further "
+            f"cold = the first {s['cold']:.0f} s after the first output, measured = {measured_windows(r)} after a further "
             f"{s['warmup']:.0f} s. {load_line(r)}.\n\n" + targets(r))  # fmt: skip
+
+
+def measured_windows(r: dict) -> str:
+    """The measured window's length; a path whose window was stretched to whole batches (measuredS) says so."""
+    base = r["settings"]["measure"]
+    longer = {run["path"]: st["measuredS"] for run in r["runs"] for st in run.get("steps", []) if st.get("measuredS", base) != base}
+    extra = "; ".join(f"{p} {v:.0f} s" for p, v in sorted(longer.items()))
+    return f"{base:.0f} s" + (f" ({extra}: whole batches, at least two)" if extra else "")
 
 
 def where_the_cpu_went(r: dict) -> str:

@@ -84,3 +84,23 @@ def test_the_targets_are_computed_from_the_cells():
     assert "continuous p99 200.0 ms = 20.0 x floor p99 (target 5 x: **not met**)" in text
     assert "= 105 x the fastest path's p99 (target >= 20 x: **met**)" in text
     assert "2.00 x Flink's" in text
+
+
+def test_a_real_time_window_holds_whole_batches_and_at_least_two():
+    from bench.latency import PATHS, measured_seconds
+
+    assert measured_seconds(PATHS["realTime"], 12) == 15  # 5 s batches: 3 whole, not 2.4
+    assert measured_seconds(PATHS["realTime30s"], 12) == 60  # 30 s batches: two boundaries, wherever it falls
+    assert measured_seconds(PATHS["continuous"], 12) == 12
+    assert measured_seconds(PATHS["microBatch"], 12) == 12
+    assert measured_seconds(PATHS["baseline"], 12) == measured_seconds(PATHS["flink"], 12) == 12
+
+
+def test_the_report_names_the_stretched_windows():
+    from bench.report import measured_windows
+
+    steps = lambda s: [{"rate": 1000, "measuredS": s}, {"rate": 10000, "measuredS": s}]  # noqa: E731
+    r = {"settings": {"measure": 12.0}, "runs": [{"path": "continuous", "steps": steps(12.0)},
+                                                 {"path": "realTime30s", "steps": steps(60.0)}]}
+    assert measured_windows(r) == "12 s (realTime30s 60 s: whole batches, at least two)"
+    assert measured_windows({"settings": {"measure": 12.0}, "runs": [{"path": "baseline", "steps": [{"rate": 1}]}]}) == "12 s"
