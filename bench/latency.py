@@ -32,6 +32,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -293,7 +295,7 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
     log(f"{path} (repetition {rep + 1}): starting")
     run = ModeRun(path, broker, workdir, args)
     result: dict[str, Any] = {"path": path, "repetition": rep, "trigger": PATHS[path], "steps": []}
-    try:
+    with kept_going(path, run, result):
         t = time.monotonic()
         run.start()
         result["readyAfterS"] = round(time.monotonic() - t, 1)
@@ -310,7 +312,16 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
                 f"cold p99 {cold.get('p99')} ms; cpu {step['cpuCores']}; "
                 f"{'sustained' if step['sustained'] else 'NOT sustained: ' + step['why']}")  # fmt: skip
             time.sleep(1)
-    except Exception as exc:  # one broken path must not lose the others' figures
+    return result
+
+
+@contextmanager
+def kept_going(path: str, run: ModeRun, result: dict[str, Any]) -> Iterator[None]:
+    """One path's measurements: a failure goes into its result, not up (one broken path must not
+    lose the others' figures); the job's log tail is kept and everything it started is stopped."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001
         import traceback
 
         result["error"] = str(exc)[-3000:]
@@ -319,7 +330,6 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
         if run.job is not None:
             result["jobLogTail"] = run.job.log()[-2000:]
         run.close()
-    return result
 
 
 def warm_broker(broker, workdir: Path, rates: list[int], args) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import latency_stats as stats
 from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, table, write_results
-from bench.latency import PATHS, ModeRun, parse_kv, warm_broker
+from bench.latency import PATHS, ModeRun, kept_going, parse_kv, warm_broker
 
 
 def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
@@ -39,7 +39,7 @@ def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dic
 def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict[str, Any]:
     run = ModeRun(path, broker, workdir, args)
     result: dict[str, Any] = {"path": path, "trigger": PATHS[path], "windows": []}
-    try:
+    with kept_going(path, run, result):
         started = time.monotonic()
         run.start()
         result["readyAfterS"] = round(time.monotonic() - started, 1)
@@ -61,13 +61,6 @@ def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict
                 f"jvm {w['jvmCores']}")  # fmt: skip
         result["scheduleLagMs"] = sent["scheduleLagMs"]
         result["load"] = sampler.summary(sent["t0"] / 1e9, sent["t1"] / 1e9)
-    except Exception as exc:  # one broken path must not lose the others' figures
-        result["error"] = str(exc)[-3000:]
-        log(f"{path}: FAILED: {exc}")
-    finally:
-        if run.job is not None:
-            result["jobLogTail"] = run.job.log()[-2000:]
-        run.close()
     return result
 
 
