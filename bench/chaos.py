@@ -280,13 +280,16 @@ def recover(run: Run, injected: Injected, t0: float, first_new_id: int, timeout:
 
 
 def one_fault(run: Run, number: int, fault: str, t_start: float, timeout: float) -> dict[str, Any]:
-    first_new_id = run.feed.next_id
     t0 = time.monotonic()
     row: dict[str, Any] = {"n": number, "fault": fault, "at": now_iso(), "atS": round(t0 - t_start, 1)}
     try:
         injected = FAULTS[fault](run)
     except Exception as exc:  # noqa: BLE001 - a soak goes on: the failure is the record
         return {**row, "runningAgainS": None, "outputGrowingS": None, "note": one_line(f"injection failed: {exc}")}
+    # Payments from here on were produced once the fault was in place: before it returned (a
+    # kubectl get and delete take a second on a busy node) the old driver was still flagging them,
+    # and "output growing" read its records (2026-11-25: 0.7-1.0 s after a killed driver).
+    first_new_id = run.feed.next_id
     running, output = recover(run, injected, t0, first_new_id, timeout)
     notes = [injected.note] if injected.note else []
     if running is None or output is None:

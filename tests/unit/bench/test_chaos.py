@@ -87,3 +87,26 @@ def test_the_report_renders_a_row_per_fault_and_the_totals():
 
 def test_a_note_stays_on_one_line_of_the_table():
     assert chaos.one_line("kubectl exited 1:\nError | from server\n") == "kubectl exited 1: Error / from server"
+
+
+def test_output_growing_counts_only_payments_produced_once_the_fault_is_in_place(monkeypatch):
+    """A driver fault's kubectl calls take a second on a busy node; the old driver flags what is produced meanwhile."""
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(feed=SimpleNamespace(next_id=100))
+
+    def slow_injection(r):
+        r.feed.next_id += 30  # payments produced while the fault was being injected
+        return chaos.Injected("driver x")
+
+    seen = {}
+
+    def recover(run, injected, t0, first_new_id, timeout):
+        seen["first_new_id"] = first_new_id
+        return 5.0, 12.0
+
+    monkeypatch.setitem(chaos.FAULTS, "driver-pod-deleted", slow_injection)
+    monkeypatch.setattr(chaos, "recover", recover)
+    row = chaos.one_fault(run, 1, "driver-pod-deleted", t_start=0.0, timeout=60)
+    assert seen["first_new_id"] == 130
+    assert (row["runningAgainS"], row["outputGrowingS"]) == (5.0, 12.0)
