@@ -18,9 +18,12 @@ Method: each repetition starts every path afresh, in an order rotated by one per
 repetition. A path's job is started, probed until a record comes out, then fed at the
 rate: the first ``--cold`` seconds are the cold figure (what a user meets after every
 start or restart), then ``--warmup`` seconds not counted, then ``--measure`` seconds
-measured. The broker gets ``--broker-warmup`` seconds of unrecorded traffic first. Each cell (path, rate) reports the median and the range over the
-repetitions; every window keeps an HDR histogram, so ``bench.plots`` and
-``bench.report`` redraw everything from the one results file.
+measured; each later rate gets ``--rewarm`` seconds before its measured window (the JIT
+compiles again when the rate goes up). A real-time path's measured window holds whole
+batches, at least two. The broker gets ``--broker-warmup`` seconds of unrecorded traffic
+first. Each cell (path, rate) reports the median and the range over the repetitions;
+every window keeps an HDR histogram, so ``bench.plots`` and ``bench.report`` redraw
+everything from the one results file.
 """
 
 from __future__ import annotations
@@ -199,14 +202,15 @@ class ModeRun:
         for pid in {os.getpid(), self.broker.pid, *([self.job.proc.pid] if self.job is not None else [])}:
             set_autogroup_nice(pid, nice)
 
-    def step(self, rate: int, cold_s: float, sampler: LoadSampler) -> dict[str, Any]:
+    def step(self, rate: int, cold_s: float, sampler: LoadSampler, warmup_s: float | None = None) -> dict[str, Any]:
         """cold_s at the rate (the cold window), the warm-up, then the measured window."""
         args = self.args
-        marks = (cold_s, cold_s + args.warmup)
+        warmup_s = args.warmup if warmup_s is None else warmup_s
+        marks = (cold_s, cold_s + warmup_s)
         measure_s = measured_seconds(PATHS[self.mode], args.measure)
         sched0 = self.sched()
-        jvm = self.jvm_seconds_at([0.0, cold_s, cold_s + args.warmup]) if self.job is not None else None
-        sent = self.send(rate, cold_s + args.warmup + measure_s, marks)
+        jvm = self.jvm_seconds_at([0.0, cold_s, cold_s + warmup_s]) if self.job is not None else None
+        sent = self.send(rate, cold_s + warmup_s + measure_s, marks)
         sched1 = self.sched()
         jvm_cores = self._jvm_cores(jvm, sent, cold_s, args) if jvm is not None else None
         drained_after = self.drain(sent["first"], sent["last"])
@@ -214,12 +218,13 @@ class ModeRun:
         measured = stats.window(data, sent["marks"][1], sent["last"], self.passes, expected_rate=rate * self.pass_fraction)
         ok, why = stats.keeps_up(measured)
         run_s = (sent["t1"] - sent["t0"]) / 1e9
-        behind_s = run_s - (cold_s + args.warmup + measure_s)
+        behind_s = run_s - (cold_s + warmup_s + measure_s)
         if behind_s > 1:
             ok, why = False, "; ".join(filter(None, [why, f"the producer finished {behind_s:.1f} s late"]))
-        t_measure = sent["t0"] + int((cold_s + args.warmup) * 1e9)
+        t_measure = sent["t0"] + int((cold_s + warmup_s) * 1e9)
         return {
             "rate": rate,
+            "warmupS": warmup_s,
             "measuredS": measure_s,
             "cold": stats.window(data, sent["first"], sent["marks"][0], self.passes, by_second=True) if cold_s else None,
             "measured": measured,
@@ -305,7 +310,7 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
 
             result["versions"] = installed_versions()
         for i, rate in enumerate(rates):
-            step = run.step(rate, args.cold if i == 0 else 0.0, sampler)
+            step = run.step(rate, args.cold if i == 0 else 0.0, sampler, args.warmup if i == 0 else args.rewarm)
             result["steps"].append(step)
             lat, cold = step["measured"]["latencyMs"], (step["cold"] or {}).get("latencyMs", {})
             log(f"{path} #{rep + 1} {rate:>7,}/s: p50 {lat['p50']} p99 {lat['p99']} max {lat['max']} ms; "
@@ -396,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3, help="repetitions; each starts every path afresh, order rotated")
     parser.add_argument("--cold", type=float, default=10.0, help="seconds after the first output counted as the cold figure")
     parser.add_argument("--warmup", type=float, default=15.0, help="seconds before each measured window (after the cold one), not counted")
+    # A faster rate makes the JIT compile again: at 10k/s the job's compilers used 0.3 core for
+    # ~40 s after the step up, and the p99 fell 3-5x once they were done (bench/results/settle-*.json).
+    parser.add_argument("--rewarm", type=float, default=60.0, help="seconds at each later rate before its measured window, not counted")
     parser.add_argument("--measure", type=float, default=12.0, help="seconds measured per rate")
     parser.add_argument("--drain-timeout", type=float, default=15.0)
     parser.add_argument("--broker-warmup", type=float, default=20.0, help="seconds of unrecorded traffic before the first path")
@@ -413,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="e.g. -10: more CPU weight for the benchmark's session than other sessions' (root only)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
-        args.reps, args.cold, args.warmup, args.measure, args.broker_warmup = 1, 3.0, 2.0, 4.0, 2.0
+        args.reps, args.cold, args.warmup, args.rewarm, args.measure, args.broker_warmup = 1, 3.0, 2.0, 2.0, 4.0, 2.0
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = set(paths) - set(ALL_PATHS)
     if unknown:

@@ -58,7 +58,11 @@ def latency(r: dict) -> str:
     s = r["settings"]
     return (out + "\n\n" + where_the_cpu_went(r) + f"\n\nMedian (min-max) over {s['reps']} repetitions, each a fresh job, paths in rotated order; "
             f"cold = the first {s['cold']:.0f} s after the first output, measured = {measured_windows(r)} after a further "
-            f"{s['warmup']:.0f} s. {load_line(r)}.\n\n" + targets(r))  # fmt: skip
+            f"{s['warmup']:.0f} s{rewarm_text(s)}. {load_line(r)}.\n\n" + targets(r))  # fmt: skip
+
+
+def rewarm_text(settings: dict) -> str:
+    return f" ({settings['rewarm']:.0f} s at each later rate)" if "rewarm" in settings else ""
 
 
 def measured_windows(r: dict) -> str:
