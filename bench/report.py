@@ -147,6 +147,10 @@ def chaos(r: dict) -> str:
                   f"{s['duplicates']:,}, unexpected {s['unexpected']:,}, **lost {s['lost']:,}**.\n\n{load_line(r)}.")  # fmt: skip
 
 
+def _ms(value: float) -> str:
+    return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+
+
 def settle(r: dict) -> str:
     """One row per window after the ramp; per path its p50 / p99 and the cores its JVM spent compiling."""
     runs = [run for run in r["runs"] if run.get("windows")]
@@ -157,7 +161,7 @@ def settle(r: dict) -> str:
             x = run["windows"][i] if i < len(run["windows"]) else None
             lat = (x or {}).get("latencyMs") or {}
             jit = ((x or {}).get("jvmCores") or {}).get("jit")
-            row += [f"{lat.get('p50')} / {lat.get('p99')}" if lat else "-", jit if jit is not None else "-"]
+            row += [f"{_ms(lat['p50'])} / {_ms(lat['p99'])}" if lat else "-", jit if jit is not None else "-"]
         rows.append(row)
     header = ["s after the ramp"] + [h for run in runs for h in (f"{run['path']} p50 / p99 ms", f"{run['path']} JIT cores")]
     s = r["settings"]
