@@ -105,6 +105,15 @@ def measured_seconds(trigger: Any, measure_s: float) -> float:
     return max(2, math.ceil(measure_s / period_s)) * period_s
 
 
+def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
+    """Cores per kind of JVM thread between consecutive samples of (monotonic s, seconds on CPU by kind)."""
+    out = []
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        span = (t1 - t0) or 1e-9
+        out.append({k: round((b[k] - a[k]) / span, 3) for k in a})
+    return out
+
+
 class ModeRun:
     """One path: its topics, its job (none for the baseline), a producer and a consumer process."""
 
@@ -260,11 +269,8 @@ class ModeRun:
         end = (time.monotonic(), jvm_thread_seconds(self.job.proc.pid))
         if len(taken) < 3:
             return None
-
-        def cores(a, b) -> dict[str, float]:
-            return {k: round((b[1][k] - a[1][k]) / ((b[0] - a[0]) or 1e-9), 3) for k in a[1]}
-
-        return {"cold": cores(taken[0], taken[1]) if cold_s else None, "measured": cores(taken[2], end)}
+        cold, _, measured = jvm_cores_between([*taken[:3], end])
+        return {"cold": cold if cold_s else None, "measured": measured}
 
     def drain(self, first: int, last: int) -> float | None:
         """Wait until every passing record of the step came out, or give up after --drain-timeout."""

@@ -24,16 +24,8 @@ from typing import Any
 
 from bench import latency_stats as stats
 from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, table, write_results
-from bench.latency import PATHS, ModeRun, kept_going, parse_kv, warm_broker
-
-
-def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
-    """Cores per kind of JVM thread between consecutive samples of (monotonic s, seconds on CPU by kind)."""
-    out = []
-    for (t0, a), (t1, b) in zip(samples, samples[1:]):
-        span = (t1 - t0) or 1e-9
-        out.append({k: round((b[k] - a[k]) / span, 3) for k in a})
-    return out
+from bench.latency import PATHS, ModeRun, jvm_cores_between, kept_going, parse_kv, warm_broker
+from bench.latency_clients import read_received
 
 
 def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict
         jvm = run.jvm_seconds_at(edges) if run.job is not None else None
         sent = run.send(args.rate, edges[-1], tuple(edges[1:-1]))
         run.drain(sent["first"], sent["last"])
-        data = run_data(run)
+        data = read_received(run.received_path)
         bounds = [sent["first"], *sent["marks"], sent["last"]]
         cores = jvm_cores_between(jvm) if jvm else []
         for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
@@ -62,12 +54,6 @@ def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict
         result["scheduleLagMs"] = sent["scheduleLagMs"]
         result["load"] = sampler.summary(sent["t0"] / 1e9, sent["t1"] / 1e9)
     return result
-
-
-def run_data(run: ModeRun):
-    from bench.latency_clients import read_received
-
-    return read_received(run.received_path)
 
 
 def summary_table(results: dict) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.settle import jvm_cores_between
+from bench.latency import jvm_cores_between
 
 pytestmark = pytest.mark.unit
 
