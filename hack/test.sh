@@ -17,5 +17,6 @@ if [ $# -eq 0 ] || [[ "$*" == *e2e* ]] || [[ "$*" == *slow* ]]; then hack/instal
 echo "test: tools ready after $(( $(date +%s) - start ))s" >&2
 args=("$@")
 # CI's default: every tier but the few fault scenarios that take minutes each (`-m slow` runs them)
-[ ${#args[@]} -gt 0 ] || args=(-m "(unit or integration or e2e) and not slow")
+# and the slowest tests by name, so CI's log says where its minutes go
+[ ${#args[@]} -gt 0 ] || args=(-m "(unit or integration or e2e) and not slow" --durations=40 --durations-min=10)
 exec "${STREAMQ_VENV:-$ROOT/.venv}/bin/pytest" "${args[@]}"
