@@ -188,24 +188,31 @@ def operator(r: dict) -> str:
     return table(["", "value"], rows) + f"\n\n{load_line({**r, 'load': r.get('loadWholeRun')})}."
 
 
+def setting_tried(settings: dict) -> str:
+    """The Spark confs and Kafka source/sink options a labelled run set, or ``(defaults)``."""
+    # The job's own log4j option rides along in extraJavaOptions: show only what was tried.
+    conf = [f"{k}={' '.join(w for w in v.split() if not w.startswith('-Dlog4j2.'))}" for k, v in settings.get("conf", [])]
+    source = [f"source {k}={v}" for k, v in settings.get("source_option", [])]
+    sink = [f"sink {k}={v}" for k, v in settings.get("sink_option", [])]
+    return ", ".join(conf + source + sink) or "(defaults)"
+
+
 def runs_side_by_side(paths: list[Path]) -> str:
     """Labelled runs of an A/B, one row per run, path and rate: the setting tried against the others."""
     rows = []
     for path in sorted(paths, key=lambda p: p.name.rsplit("-", 1)[-1]):  # in the order they ran
         r = json.loads(path.read_text())
-        # The job's own log4j option rides along in extraJavaOptions: show only what was tried.
-        tried = ", ".join(f"{k}={' '.join(w for w in v.split() if not w.startswith('-Dlog4j2.'))}"
-                          for k, v in r["settings"].get("conf", [])) or "(defaults)"  # fmt: skip
+        tried = setting_tried(r["settings"])
         for mode, by_rate in r["cells"].items():
             for rate, cell in by_rate.items():
                 m = cell["measured"]
                 jit = [st["jvmCores"]["measured"]["jit"] for run in r["runs"] if run["path"] == mode
                        for st in run["steps"] if str(st["rate"]) == rate and st.get("jvmCores")]  # fmt: skip
                 rows.append([r["started"][11:16], r["label"], mode, int(rate), m["p50"]["median"], m["p99"]["median"],
-                             (c := cell["cold"]) and c["p99"]["median"], jit[0] if jit else None,
+                             m["max"]["median"], (c := cell["cold"]) and c["p99"]["median"], jit[0] if jit else None,
                              (r.get("load") or {}).get("load1Mean"), tried])  # fmt: skip
-    return table(["UTC", "run", "path", "rate/s", "p50 ms", "p99 ms", "cold p99 ms", "JIT cores, measured", "load1",
-                  "setting"], rows)  # fmt: skip
+    return table(["UTC", "run", "path", "rate/s", "p50 ms", "p99 ms", "max ms", "cold p99 ms", "JIT cores, measured",
+                  "load1", "setting"], rows)  # fmt: skip
 
 
 RENDER = {"latency": latency, "recovery": recovery, "operator": operator, "chaos": chaos, "settle": settle}

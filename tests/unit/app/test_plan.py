@@ -1,6 +1,6 @@
 import pytest
 
-from app.pipeline.plan import kafka_sink_options
+from app.pipeline.plan import kafka_sink_options, kafka_source_options
 from app.contract.load import validate_spec
 from tests.support.specs import query_spec, with_change
 
@@ -25,3 +25,20 @@ def test_the_specs_own_producer_options_win():
     spec = with_change(query_spec(), "sink.kafka.options", {"kafka.linger.ms": "20", "kafka.acks": "all"})
     options = kafka_sink_options(validate_spec(spec))
     assert options["kafka.linger.ms"] == "20" and options["kafka.acks"] == "all"
+
+
+def test_continuous_mode_bounds_how_long_the_broker_may_hold_a_fetch():
+    assert kafka_source_options(validate_spec(query_spec(mode="continuous")))["kafka.fetch.max.wait.ms"] == "10"
+
+
+@pytest.mark.parametrize("mode", ["realTime", "microBatch", "availableNow"])
+def test_other_modes_keep_the_consumers_fetch_wait(mode):
+    spec = query_spec(mode=mode)
+    if mode == "realTime":
+        spec["outputMode"] = "update"
+    assert "kafka.fetch.max.wait.ms" not in kafka_source_options(validate_spec(spec))
+
+
+def test_the_specs_own_consumer_options_win():
+    spec = with_change(query_spec(mode="continuous"), "source.kafka.options", {"kafka.fetch.max.wait.ms": "100"})
+    assert kafka_source_options(validate_spec(spec))["kafka.fetch.max.wait.ms"] == "100"
