@@ -42,9 +42,19 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("networking.k8s.io", "ingresses", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
     # the query's Spark auth Secret (render.auth_secret): created once, never read back
     ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
-    # the driver Lease of a standby query: released for the standby when its holder's container has ended
+    # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
+    # released for the standby when its holder's container has ended. get and update also let the
+    # operator grant them on that one Lease (RBAC's escalation check: it grants only what it holds)
+    ("coordination.k8s.io", "leases", "create"): ("kube.py", "resource.create(body=obj"),
     ("coordination.k8s.io", "leases", "get"): ("kube.py", "self.coordination.read_namespaced_lease("),
     ("coordination.k8s.io", "leases", "update"): ("kube.py", "self.coordination.replace_namespaced_lease("),
+    # a standby query's own Lease account, and the Role and RoleBinding that give its driver's account
+    # get and update on the query's Lease only (lease_access): created once; the binding's subject
+    # follows the spec (the driver account when executors run)
+    ("", "serviceaccounts", "create"): ("kube.py", "resource.create(body=obj"),
+    ("rbac.authorization.k8s.io", "roles", "create"): ("kube.py", "resource.create(body=obj"),
+    ("rbac.authorization.k8s.io", "rolebindings", "create"): ("kube.py", "resource.create(body=obj"),
+    ("rbac.authorization.k8s.io", "rolebindings", "patch"): ("kube.py", "self.rbac.patch_namespaced_role_binding("),
     # the sparkApplication backend
     (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
     (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),
@@ -55,25 +65,29 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
 }
 
 # A driver that starts executors (client mode) runs Spark's Kubernetes scheduler in its
-# pod with the driver account, and a standby query's drivers hold a Lease with it:
-# (apiGroup, resource, verb) -> the code that needs it.
+# pod with the driver account: (apiGroup, resource, verb) -> the Spark code that needs it
+# (Spark 4.3's spark-kubernetes and fabric8 7.x: a delete of a label-selected list is one
+# DELETE of the collection, i.e. deletecollection; no list first). Nothing else: Spark
+# also tries to delete the driver's Services and executors' claims by label and to list
+# claims to reuse, and logs and goes on when refused (the operator owns the Service,
+# executors mount an existing claim). No Leases either: a standby query's driver reaches
+# its own Lease through the query's RoleBinding (lease_access), whatever its account.
 DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
-    ("", "pods", "get"): "KubernetesClusterManager: the driver looks up its own pod (spark.kubernetes.driver.pod.name)",
-    ("", "pods", "list"): "ExecutorPodsPollingSnapshotSource: resyncs the executor pods",
+    ("", "pods", "get"): "ExecutorPodsAllocator: the driver looks up its own pod (spark.kubernetes.driver.pod.name); "
+                         "ExecutorPodsLifecycleManager: an executor pod before it is patched",
+    ("", "pods", "list"): "ExecutorPodsPollingSnapshotSource: resyncs the executor pods; doKillExecutors: running ones",
     ("", "pods", "watch"): "ExecutorPodsWatchSnapshotSource: follows the executor pods",
     ("", "pods", "create"): "ExecutorPodsAllocator: starts executor pods",
-    ("", "pods", "patch"): "ExecutorPodsAllocator / ExecutorPodsLifecycleManager: labels and owner of executor pods",
-    ("", "pods", "delete"): "KubernetesClusterSchedulerBackend.doKillExecutors: stops one executor",
-    ("", "pods", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: removes the executors by label",
-    ("", "configmaps", "get"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
-    ("", "configmaps", "list"): "KubernetesClusterSchedulerBackend.stop: finds the application's ConfigMaps",
-    ("", "configmaps", "watch"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
-    ("", "configmaps", "create"): "KubernetesClusterSchedulerBackend.setUpExecutorConfigMap",
-    ("", "configmaps", "patch"): "KubernetesClientUtils: the executors' Spark conf ConfigMap",
-    ("", "configmaps", "delete"): "KubernetesClusterSchedulerBackend.stop",
-    ("", "configmaps", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: removes the ConfigMaps by label",
-    # not Spark's: a standby query's drivers take turns through their Lease (app/lease.py)
+    ("", "pods", "patch"): "KubernetesDriverEndpoint.generateExecID (the executor id label), ExecutorPodsLifecycleManager",
+    ("", "pods", "delete"): "ExecutorPodsLifecycleManager: removes one ended executor pod by name",
+    ("", "pods", "deletecollection"): "ExecutorPodsAllocator.stop / doKillExecutors / excess pods: executors by label",
+    ("", "configmaps", "create"): "KubernetesClusterSchedulerBackend.setUpExecutorConfigMap: the executors' Spark conf",
+    ("", "configmaps", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: that ConfigMap, by label",
+}
+
+# What a standby query's driver may do with its own Lease (lease_access.lease_role, on the
+# query's Lease by name): (apiGroup, resource, verb) -> the code that needs it.
+LEASE_ACCESS: dict[tuple[str, str, str], str] = {
     ("coordination.k8s.io", "leases", "get"): "app/lease.py DriverLease.read: who holds the query",
-    ("coordination.k8s.io", "leases", "create"): "app/lease.py DriverLease._write: the first driver of a standby query",
-    ("coordination.k8s.io", "leases", "update"): "app/lease.py DriverLease._write: renew, take over, release",
+    ("coordination.k8s.io", "leases", "update"): "app/lease.py DriverLease._write: take over, renew, release",
 }

@@ -29,6 +29,7 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.rbac = client.RbacAuthorizationV1Api(api_client)
         self._dynamic: DynamicClient | None = None
 
     # -- StreamingQuery ------------------------------------------------------------
@@ -108,6 +109,16 @@ class Kube:
         meta = obj["metadata"]
         self.core.patch_namespaced_service(meta["name"], meta["namespace"], {"spec": {"selector": obj["spec"]["selector"]}},
                                            _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        return False
+
+    def apply_role_binding(self, obj: dict[str, Any]) -> bool:
+        """Create the RoleBinding, or set the existing one's subjects to ``obj``'s (its roleRef
+        cannot change, and is the same); True when created."""
+        if self.create(obj):
+            return True
+        meta = obj["metadata"]
+        self.rbac.patch_namespaced_role_binding(meta["name"], meta["namespace"], {"subjects": obj["subjects"]},
+                                                _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
         return False
 
     def delete(self, kind: str, namespace: str, name: str, force: bool = False) -> None:

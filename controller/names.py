@@ -20,6 +20,7 @@ COMPONENT_DRIVER = "driver"
 COMPONENT_EXECUTOR = "executor"
 COMPONENT_QUERY_CONFIG = "query-config"
 COMPONENT_DRIVER_SERVICE = "driver-service"
+COMPONENT_LEASE = "lease"  # a standby query's Lease and the account, Role and RoleBinding that reach it
 
 DRIVER_CONTAINER = "driver"
 DRIVER_PORT = 7078
@@ -56,6 +57,11 @@ def config_map_name(query: str) -> str:
 
 def driver_service_name(query: str) -> str:
     return child_name(query, "driver-svc")
+
+
+def lease_access_name(query: str) -> str:
+    """The ServiceAccount, Role and RoleBinding that reach the query's Lease (controller.lease_access)."""
+    return child_name(query, "lease")
 
 
 def query_label(query: str) -> str:

@@ -133,6 +133,9 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                 for child in children:
                     if child["kind"] == "ConfigMap":
                         kube.apply_config_map(child)
+                    elif child["kind"] == "RoleBinding":  # its subject follows the driver's account
+                        if kube.apply_role_binding(child):
+                            log.info("created RoleBinding %s", child["metadata"]["name"])
                     elif kube.create(child):
                         log.info("created %s %s", child["kind"], child["metadata"]["name"])
                 if failpoints.active(Failpoint.EXIT_AFTER_CREATE):

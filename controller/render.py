@@ -6,6 +6,8 @@
     UI service      spec.runtime.sparkUI: port 4040 of the current driver (decide.spark_ui says which)
     auth secret     only when executors run: the key of Spark's RPC authentication and
                     encryption between driver and executors, random, made once per query
+    lease access    standby queries: their Lease, and the account, Role and RoleBinding that
+                    reach it and nothing else (``controller.lease_access``)
     SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
 
 Owner references are added by the caller (``kopf.adopt``); everything else is here.
@@ -28,7 +30,7 @@ from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.spec import Backend, QuerySpec
-from controller import names
+from controller import lease_access, names
 from controller.config import Settings
 from controller.decide import spark_ui
 from controller.run import SPARK_APP_KIND, Run, spec_hash
@@ -355,6 +357,16 @@ def _secret_names(spec: QuerySpec) -> list[str]:
     return found
 
 
+_VOLUME_S3_AUTH = "s3-auth"
+
+
+def _s3_secret_name(spec: QuerySpec) -> str | None:
+    """The Secret with an s3a:// checkpoint's key pair: mounted like the Kafka ones, read by the job
+    at start (app.pipeline.credentials.s3a_hadoop_secrets); only its name is in the spec."""
+    s3 = spec.checkpoint.s3
+    return s3.credentials.secret_ref.name if s3 is not None and s3.credentials is not None else None
+
+
 def volumes(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pod volumes, driver container mounts)."""
     vols: list[dict[str, Any]] = [
@@ -380,9 +392,14 @@ def volumes(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if uses_spark_auth(run):
         vols.append(_auth_volume(auth_secret_name(run.query)))
         mounts.append(_auth_mount())
-    for i, secret in enumerate(_secret_names(run.spec)):
+    kafka_secrets = _secret_names(run.spec)
+    for i, secret in enumerate(kafka_secrets):
         vols.append({"name": f"kafka-auth-{i}", "secret": {"secretName": secret, "defaultMode": 0o440}})
         mounts.append({"name": f"kafka-auth-{i}", "mountPath": f"{SECRETS_MOUNT_DIR}/{secret}", "readOnly": True})
+    s3_secret = _s3_secret_name(run.spec)
+    if s3_secret is not None and s3_secret not in kafka_secrets:  # one Secret may hold both: mounted once
+        vols.append({"name": _VOLUME_S3_AUTH, "secret": {"secretName": s3_secret, "defaultMode": 0o440}})
+        mounts.append({"name": _VOLUME_S3_AUTH, "mountPath": f"{SECRETS_MOUNT_DIR}/{s3_secret}", "readOnly": True})
     return vols, mounts
 
 
@@ -418,11 +435,9 @@ def driver_env(run: Run) -> list[dict[str, Any]]:
 
 
 def service_account(run: Run, settings: Settings) -> str | None:
-    """The spec's, else the operator's driver account when the driver needs the API: to start
-    executors, or to hold the Lease of a standby query."""
-    if run.spec.runtime.service_account_name:
-        return run.spec.runtime.service_account_name
-    return settings.driver_service_account if run.uses_executors or run.spec.runtime.standby else None
+    """The spec's account, else the driver account when it starts executors, else the query's
+    own Lease account when it is a standby query, else none (no token): ``lease_access``."""
+    return lease_access.service_account(run, settings)
 
 
 def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
@@ -528,8 +543,9 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
 
 
 def children(run: Run, settings: Settings) -> list[dict[str, Any]]:
-    """Everything one attempt needs, in creation order (the driver last)."""
-    objs = [config_map(run, settings)]
+    """Everything one attempt needs, in creation order (the driver last): a standby query's
+    Lease, and the account, Role and RoleBinding that reach it, come first (the pod names the account)."""
+    objs = [*lease_access.objects(run, settings), config_map(run, settings)]
     secret = auth_secret(run)
     if secret is not None:  # before the driver, which mounts it
         objs.append(secret)

@@ -1,0 +1,106 @@
+"""Which account a driver runs as, and the objects that let it reach its query's Lease (pure; no I/O).
+
+A driver gets an API token only when it needs one:
+
+    executors                 the platform's driver account (spec.runtime.serviceAccountName
+                              when the policy allows one): Spark starts executor pods with it
+    standby, no executors     ``<query>-lease``, an account made for the query that can do one
+                              thing: get and update the query's own Lease (app.lease)
+    neither                   no account, no token (automountServiceAccountToken: false)
+
+For a standby query the operator makes, before its driver (``objects``):
+
+    ServiceAccount  <query>-lease   only when the driver runs as it (standby without executors)
+    Role            <query>-lease   leases get, update; resourceNames [<query>-driver]
+    RoleBinding     <query>-lease   that Role, to the account the driver runs as (whichever of the
+                                    three above): the driver account of a query with executors
+                                    reaches its own query's Lease this way, not every Lease
+    Lease           <query>-driver  made free (no holder), so no driver needs ``create``, which
+                                    RBAC cannot narrow to one name
+
+All are owned by the StreamingQuery (``kopf.adopt`` in the reconcile path) and go with it.
+The operator can grant the Role because it holds leases get/update itself (RBAC's
+escalation check); it never grants anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.contract.lease import DURATION_S, lease_name
+from controller import names
+from controller.config import Settings
+from controller.run import Run
+
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+LEASE_API_VERSION = "coordination.k8s.io/v1"
+LEASE_VERBS = ("get", "update")  # app/lease.py: read, and the conditional replace of renew, take over, release
+
+
+def needs_lease(run: Run) -> bool:
+    return bool(run.spec.runtime.standby)
+
+
+def service_account(run: Run, settings: Settings) -> str | None:
+    """The account of the driver, None for no account and no token (see the module's table)."""
+    if run.spec.runtime.service_account_name:
+        return run.spec.runtime.service_account_name
+    if run.uses_executors:
+        return settings.driver_service_account
+    if needs_lease(run):
+        return names.lease_access_name(run.query)
+    return None
+
+
+def _meta(name: str, run: Run) -> dict[str, Any]:
+    return {"name": name, "namespace": run.namespace, "labels": names.labels(run.query, names.COMPONENT_LEASE)}
+
+
+def lease_account(run: Run) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(names.lease_access_name(run.query), run)}
+
+
+def lease_role(run: Run) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": "Role",
+        "metadata": _meta(names.lease_access_name(run.query), run),
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                   "resourceNames": [lease_name(run.query)], "verbs": list(LEASE_VERBS)}],  # fmt: skip
+    }
+
+
+def lease_role_binding(run: Run, account: str) -> dict[str, Any]:
+    """The Role to ``account``. The subject follows the spec (executors on or off): the
+    reconcile path creates it, or patches its subjects to the newest driver's account."""
+    name = names.lease_access_name(run.query)
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": "RoleBinding",
+        "metadata": _meta(name, run),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": run.namespace}],
+    }
+
+
+def lease(run: Run) -> dict[str, Any]:
+    """The query's Lease, free: the first driver takes it with ``update`` (app.lease.Candidate: no holder)."""
+    return {
+        "apiVersion": LEASE_API_VERSION,
+        "kind": "Lease",
+        "metadata": _meta(lease_name(run.query), run),
+        "spec": {"leaseDurationSeconds": int(DURATION_S)},
+    }
+
+
+def objects(run: Run, settings: Settings) -> list[dict[str, Any]]:
+    """What a standby query's driver needs before it starts, in creation order; [] without standby."""
+    if not needs_lease(run):
+        return []
+    account = service_account(run, settings)
+    assert account is not None
+    objs = []
+    if account == names.lease_access_name(run.query):
+        objs.append(lease_account(run))
+    objs += [lease_role(run), lease_role_binding(run, account), lease(run)]
+    return objs
