@@ -232,6 +232,9 @@ def executor_pod_template(settings: Settings) -> dict[str, Any]:
         "spec": {
             "securityContext": pod_security_context(settings),
             "enableServiceLinks": False,
+            # Spark's executors never call the API server: no token (the namespace's default
+            # account would otherwise be mounted: Spark names no executor account in client mode)
+            "automountServiceAccountToken": False,
             "containers": [{
                 "name": EXECUTOR_CONTAINER,
                 # Executors fetch the job's jars into their working directory

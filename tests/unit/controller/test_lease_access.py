@@ -133,3 +133,11 @@ def test_the_driver_account_is_executor_pods_and_their_config_map_only():
     assert {v for _, r, v in driver if r == "configmaps"} == {"create", "deletecollection"}
     assert not {v for _, _, v in driver} & {"escalate", "bind", "impersonate", "*"}
     assert not any(r in ("secrets", "leases", "serviceaccounts", "roles", "rolebindings") for _, r, _ in driver)
+
+
+def test_executor_pods_get_no_token_either():
+    """Spark names no executor account in client mode: without this the namespace's default
+    account's token would be mounted into every executor."""
+    template = render.executor_pod_template(SETTINGS)
+    assert template["spec"]["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in template["spec"]
