@@ -466,6 +466,82 @@ def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_
     assert len(default["spec"]["ingress"]) == 1
 
 
+METADATA = ("169.254.169.254", "fd00:ec2::254")  # the cloud metadata endpoints (instance credentials)
+
+
+def _reaches(policy: dict, address: str) -> bool:
+    """Whether some egress rule of ``policy`` lets a selected pod connect to ``address`` (a rule
+    without `to` allows every destination; an ipBlock allows its cidr minus its `except`)."""
+    import ipaddress
+
+    ip = ipaddress.ip_address(address)
+    for rule in policy["spec"]["egress"]:
+        if not rule.get("to"):
+            return True
+        for peer in rule["to"]:
+            block = peer.get("ipBlock")
+            if block is None:
+                continue
+            net = ipaddress.ip_network(block["cidr"])
+            if ip.version == net.version and ip in net and not any(
+                    ip in ipaddress.ip_network(e) for e in block.get("except", []) if ipaddress.ip_network(e).version == ip.version):
+                return True
+    return False
+
+
+def _excepts_are_valid(policy: dict) -> None:
+    """The API server's rule: every `except` is a strict subset of its ipBlock's cidr."""
+    import ipaddress
+
+    for rule in policy["spec"]["egress"]:
+        for peer in rule.get("to") or []:
+            block = peer.get("ipBlock") or {}
+            net = ipaddress.ip_network(block["cidr"]) if block else None
+            for e in block.get("except", []):
+                inner = ipaddress.ip_network(e)
+                assert inner.version == net.version and inner.subnet_of(net) and inner != net, block
+
+
+COVERING = {
+    "kafka everywhere": {"kafka": {"cidrs": ["0.0.0.0/0", "::/0"]}},
+    "api server link-local": {"apiServer": {"cidrs": ["169.254.0.0/16", "fd00::/8"]}},
+    "kafka the endpoint itself": {"kafka": {"cidrs": ["169.254.169.254/32", "fd00:ec2::254/128", "10.20.0.0/16"]}},
+    "extra rule without to": {"extraEgress": [{"ports": [{"protocol": "TCP", "port": 80}]}]},
+    "extra rule with empty to": {"extraEgress": [{"to": []}]},
+    "extra ipBlock with its own except": {"extraEgress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}},
+                                                                 {"ipBlock": {"cidr": "::/0"}}]}]},
+    "extra ipBlock already excepting a wider block": {"extraEgress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}}]}]},
+    "extra ipBlock of the endpoint only": {"extraEgress": [{"to": [{"ipBlock": {"cidr": "169.254.169.254/32"}}], "ports": [{"port": 80}]}]},
+    "uppercase and zero-padded IPv6": {"extraEgress": [{"to": [{"ipBlock": {"cidr": "FD00:0EC2:0000::/32"}}]}]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("values", COVERING.values(), ids=COVERING.keys())
+def test_network_policy_never_lets_queries_reach_the_cloud_metadata_endpoint(helm, tmp_path, values):
+    policy = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True, **values}}), "NetworkPolicy")
+    for address in METADATA:
+        assert not _reaches(policy, address), (address, policy["spec"]["egress"])
+    _excepts_are_valid(policy)
+    for rule in policy["spec"]["egress"]:
+        assert rule.get("to"), rule  # no rule is left meaning "anywhere"
+
+
+def test_network_policy_keeps_what_the_values_allow_besides_the_metadata_endpoint(helm, tmp_path):
+    values = {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["0.0.0.0/0"]},
+                                "extraEgress": [{"ports": [{"protocol": "TCP", "port": 443}]}]}}  # fmt: skip
+    egress = one(render(helm, tmp_path, values), "NetworkPolicy")["spec"]["egress"]
+    kafka, extra = egress[2], egress[3]
+    assert kafka["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]
+    assert [p["port"] for p in kafka["ports"]] == [9092]
+    # "any destination" stays: every pod, every address but the metadata endpoints, on its ports
+    assert extra["ports"] == [{"protocol": "TCP", "port": 443}]
+    assert extra["to"] == [{"namespaceSelector": {}}, {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
+                           {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}}]  # fmt: skip
+    for address in ("8.8.8.8", "10.1.2.3", "2001:db8::1"):
+        policy = {"spec": {"egress": egress}}
+        assert _reaches(policy, address)
+
+
 # ---------------------------------------------------------------- helm uninstall
 
 
