@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from app.contract.lease import (DURATION_S, FENCE_GRACE_S, LEASE_ENV, POD_NAME_ENV, POD_NAMESPACE_ENV, POLL_EVERY_S,
@@ -31,6 +31,9 @@ class Record:
     renew_time: str | None  # compared for change only, never as a clock (clocks of two machines differ)
     transitions: int = 0
     version: str | None = None  # resourceVersion: every write is conditional on it
+    # The Lease's labels and owner (the operator makes it, owned by the StreamingQuery): a write
+    # replaces the whole object, so it carries them, or the Lease would outlive its query.
+    kept: dict | None = field(default=None, compare=False)
 
 
 class Candidate:
@@ -126,7 +129,16 @@ class DriverLease:
             raise
         spec = lease.spec
         renew = spec.renew_time.isoformat() if spec.renew_time is not None else None
-        return Record(spec.holder_identity, renew, spec.lease_transitions or 0, lease.metadata.resource_version)
+        return Record(spec.holder_identity, renew, spec.lease_transitions or 0, lease.metadata.resource_version,
+                      self._kept(lease.metadata))  # fmt: skip
+
+    def _kept(self, meta) -> dict:
+        kept: dict = {}
+        if getattr(meta, "labels", None):
+            kept["labels"] = dict(meta.labels)
+        if getattr(meta, "owner_references", None):
+            kept["ownerReferences"] = self.api.api_client.sanitize_for_serialization(meta.owner_references)
+        return kept
 
     def _body(self, record: Record | None, transitions: int, holder: str | None, acquired: bool) -> dict:
         now = _now_micro()
@@ -134,7 +146,7 @@ class DriverLease:
                 "renewTime": now.isoformat()}  # fmt: skip
         if acquired:
             spec["acquireTime"] = now.isoformat()
-        meta = {"name": self.name, "namespace": self.namespace}
+        meta = {**((record.kept or {}) if record is not None else {}), "name": self.name, "namespace": self.namespace}
         if record is not None:
             meta["resourceVersion"] = record.version  # the write fails (409) if anyone wrote in between
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}

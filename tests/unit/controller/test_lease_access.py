@@ -141,3 +141,38 @@ def test_executor_pods_get_no_token_either():
     template = render.executor_pod_template(SETTINGS)
     assert template["spec"]["automountServiceAccountToken"] is False
     assert "serviceAccountName" not in template["spec"]
+
+
+def test_a_driver_taking_the_operators_lease_keeps_its_owner_and_labels():
+    """The driver writes the Lease with update (a whole-object replace): the StreamingQuery's
+    ownerReference and the labels the operator put on it must survive, or it outlives the query."""
+    import threading
+
+    from kubernetes import client
+
+    from app.lease import DriverLease
+
+    class Api:
+        api_client = client.ApiClient()
+
+        def __init__(self):
+            self.written: list[dict] = []
+
+        def read_namespaced_lease(self, name, namespace, **_):
+            owner = client.V1OwnerReference(api_version="streamq.io/v1alpha1", kind="StreamingQuery", name="payments",
+                                            uid="u-1", controller=True, block_owner_deletion=True)  # fmt: skip
+            meta = client.V1ObjectMeta(name=name, namespace=namespace, resource_version="7",
+                                       labels={"streamq.io/query": "payments"}, owner_references=[owner])  # fmt: skip
+            return client.V1Lease(metadata=meta, spec=client.V1LeaseSpec(lease_duration_seconds=8))
+
+        def replace_namespaced_lease(self, name, namespace, body, **_):
+            self.written.append(body)
+
+    api = Api()
+    assert DriverLease("payments-driver", "team-a", "payments-driver-1", api=api).acquire(threading.Event())
+    (body,) = api.written
+    meta = body["metadata"]
+    assert meta["ownerReferences"] == [{"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "name": "payments",
+                                        "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+    assert meta["labels"] == {"streamq.io/query": "payments"} and meta["resourceVersion"] == "7"
+    assert body["spec"]["holderIdentity"] == "payments-driver-1"
