@@ -81,6 +81,8 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
         for value in secret["data"].values():  # base64 of what Spark uses: the file and the key itself
             assert value not in spec_of_pods
         for pod in json.loads(spec_of_pods)["items"]:
+            if pod["metadata"]["labels"].get("streamq.io/component") == "executor":  # Spark never needs a token there
+                assert pod["spec"].get("automountServiceAccountToken") is False, pod["metadata"]["name"]
             for env in pod["spec"]["containers"][0].get("env", []):
                 if env["name"] == "_SPARK_AUTH_SECRET":
                     assert "value" not in env and env["valueFrom"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
