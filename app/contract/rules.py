@@ -167,6 +167,14 @@ def _standby_cel() -> tuple[Cel, ...]:
     )
 
 
+S3_NEEDS_S3A = "checkpoint.s3 applies to an s3a://bucket/path location only"
+
+
+def _s3_location(spec: QuerySpec) -> Found:
+    if spec.checkpoint.s3 is not None and not spec.checkpoint.location.startswith("s3a://"):
+        yield ".checkpoint.s3", S3_NEEDS_S3A
+
+
 def _slots(spec: QuerySpec) -> Found:
     """Continuous mode holds one task slot per source partition for the query's
     life; with no slot to spare, Spark hangs silently instead of failing."""
@@ -216,12 +224,15 @@ def _kafka(spec: QuerySpec) -> Found:
 
 
 def _transforms(spec: QuerySpec) -> Found:
-    for i, step in enumerate(spec.transforms):
-        if step.sql is not None and not sql.reads_view(step.sql, "input"):
-            yield f".transforms[{i}].sql", "must read from the view named `input` (the previous step)"
+    """A step is a query over ``input`` (sql) or an expression over the row, nothing more:
+    no statement, script, file or table besides ``input`` (``app.contract.sql``)."""
+    for path, text in transform_texts(spec):
+        problems = sql.statement_problems(text) if path.endswith(".sql") else sql.expression_problems(text)
+        for why in problems:
+            yield path, why
     if not spec.mode.map_like_only:
         return
-    for path, text in _expressions(spec):
+    for path, text in transform_texts(spec):
         for why in sql.not_map_like(text):
             yield path, f"{spec.mode} mode {why}"
 
@@ -270,7 +281,7 @@ SECRET_LOOKING = re.compile(r"password|secret|jaas|token|sasl\.oauthbearer", re.
 
 
 
-def _expressions(spec: QuerySpec) -> Found:
+def transform_texts(spec: QuerySpec) -> Found:
     """(path, SQL text) for every expression the transforms hold."""
     for i, step in enumerate(spec.transforms):
         at = f".transforms[{i}]"
@@ -333,6 +344,9 @@ RULES: tuple[Rule, ...] = (
     Rule("backoff-order", _backoff, (_backoff_cel(),)),
     Rule("continuous-slots", _slots, (_slots_cel(),)),
     Rule("standby-shared-checkpoint", _standby, _standby_cel()),
+    Rule("checkpoint-s3-location", _s3_location, (
+        Cel("!has(self.s3) || self.location.startsWith('s3a://')", S3_NEEDS_S3A, field_path=".s3", at=("checkpoint",)),
+    )),
     Rule("kafka-topics-or-pattern", _topics_or_pattern, (
         Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),
     )),

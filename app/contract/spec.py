@@ -31,6 +31,10 @@ BootstrapServers = Annotated[str, StringConstraints(pattern=BOOTSTRAP_PATTERN, m
 # Kubernetes object names (RFC 1123 subdomain).
 K8S_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 K8sName = Annotated[str, StringConstraints(pattern=K8S_NAME_PATTERN, max_length=253)]
+# A key of a Kubernetes Secret's data (what the API server accepts as one).
+# At least one character that is not a dot: "." and ".." would name the directory above the key.
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]*[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
+SecretKey = Annotated[str, StringConstraints(pattern=SECRET_KEY_PATTERN, min_length=1, max_length=253)]
 
 # Static limits: the API server refuses anything larger, before the operator sees it
 # (they also bound the cost of the CRD's CEL rules). Cluster-specific caps (executors,
@@ -111,8 +115,8 @@ class SecretKeyRef(Model):
     """A Kubernetes Secret, mounted as files into the driver; never copied into the spec."""
 
     name: K8sName
-    username_key: Name = "username"
-    password_key: Name = "password"
+    username_key: SecretKey = "username"
+    password_key: SecretKey = "password"
 
 
 class KafkaAuth(Model):
@@ -132,7 +136,7 @@ class KafkaSource(Model):
         default="latest",
         description='"earliest", "latest", or Spark\'s JSON form {"topic":{"0":42}}',
     )
-    options: dict[Name, str] = Field(
+    options: dict[Name, Value] = Field(
         default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka source options."
     )
     auth: KafkaAuth | None = None
@@ -176,7 +180,7 @@ class Transform(OneOf):
 class KafkaSink(Model):
     bootstrap_servers: BootstrapServers
     topic: Name
-    options: dict[Name, str] = Field(
+    options: dict[Name, Value] = Field(
         default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka sink options."
     )
     auth: KafkaAuth | None = None
@@ -245,9 +249,46 @@ class CheckpointVolume(Model):
     host_path: LongStr | None = Field(default=None, description="Single-node clusters only.")
 
 
+# An S3 endpoint: a host[:port], or a URL with http:// or https:// (Hadoop's fs.s3a.endpoint).
+S3_ENDPOINT_PATTERN = r"^(https?://)?[A-Za-z0-9._\-\[\]:]+(/[^\s]*)?$"
+S3_REGION_PATTERN = r"^[a-z0-9-]+$"
+
+
+class S3SecretRef(Model):
+    """A Secret with the access key pair, mounted into the driver and read at start; never copied anywhere."""
+
+    name: K8sName
+    access_key_id_key: SecretKey = "accessKeyId"
+    secret_access_key_key: SecretKey = "secretAccessKey"
+
+
+class S3Credentials(Model):
+    secret_ref: S3SecretRef
+
+
+class S3Checkpoint(Model):
+    """An S3-compatible object store for an ``s3a://bucket/path`` checkpoint (Hadoop's S3A)."""
+
+    endpoint: Annotated[str, StringConstraints(pattern=S3_ENDPOINT_PATTERN, max_length=1024)] | None = Field(
+        default=None, description="Unset: AWS S3 of `region`. For other stores e.g. http://seaweedfs.storage:8333."
+    )
+    region: Annotated[str, StringConstraints(pattern=S3_REGION_PATTERN, max_length=64)] | None = Field(
+        default=None, description="The signing region (e.g. us-east-1); unset: S3A's own lookup."
+    )
+    path_style_access: bool = Field(
+        default=False, description="http://endpoint/bucket/key instead of http://bucket.endpoint/key (most non-AWS stores)."
+    )
+    credentials: S3Credentials | None = Field(
+        default=None,
+        description="The access key pair, by Secret reference only. Unset: S3A's default credential chain "
+        "(environment, web identity, instance profile).",
+    )
+
+
 class Checkpoint(Model):
     location: LongStr = Field(description="A path or URI Spark can write; mounted from `volume` in the driver.")
     volume: CheckpointVolume | None = None
+    s3: S3Checkpoint | None = Field(default=None, description="Settings of the store behind an s3a:// location.")
     on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
 
 

@@ -1,33 +1,190 @@
 """What a transform's SQL does, read with a SQL parser (sqlglot, Spark dialect).
 
-Only what continuous processing cannot run matters here: aggregation, joins,
-ordering and the current time. Text the parser cannot read is left to Spark's
-own analyser (``app.validation.analyser``), the exact layer.
+Two questions, both answered by allow-list:
+
+* **Is it a query over ``input`` and nothing else?** A ``sql`` step is one ``SELECT``
+  (or a ``UNION`` of them, with CTEs) whose only relation is the view ``input``; an
+  expression (``where``, ``select``, ``withColumn.expr``) reads no relation at all. No
+  DDL, ``SET``, ``ADD JAR``, script ``TRANSFORM ... USING``, file relations
+  (``text.`/path```), table-valued functions, hints or ``${...}`` substitution (Spark
+  fills those from its configuration and the environment). Text the parser cannot
+  read is refused: what cannot be checked does not run.
+* **Which functions does it call?** Every name written before ``(`` is read from the
+  token stream, not from the parsed tree, so a name the parser would rewrite or
+  ignore is still seen. It must be in Spark's own registry
+  (``app.contract.spark_functions``) and not among ``REFUSED_FUNCTIONS``: functions
+  that call Java, load code, or read files or the environment. The platform can
+  open those by name (``policy.allowedSqlFunctions``).
+
+What continuous processing cannot run (aggregation, joins, ordering, the current
+time) is answered here too (``not_map_like``).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.spark import Spark
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import Token, TokenType
+
+from app.contract.spark_functions import SPARK_FUNCTIONS
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # unreadable text is refused here, with its own message
+
+VIEW = "input"
+
+# Refused unless the platform names them (policy.allowedSqlFunctions): why, for the message.
+REFUSED_FUNCTIONS: dict[str, str] = {
+    **dict.fromkeys(("reflect", "java_method", "try_reflect"), "it calls any Java method"),
+    **dict.fromkeys(
+        ("from_protobuf", "to_protobuf", "from_avro", "to_avro", "schema_of_avro"),
+        "it loads a schema or descriptor from a file or URL",
+    ),
+    **dict.fromkeys(
+        ("xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long", "xpath_number",
+         "xpath_short", "xpath_string", "from_xml", "schema_of_xml"),
+        "it parses XML, whose external entities can read files",
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("current_user", "user", "session_user", "version", "python_worker_logs", "input_file_name",
+         "input_file_block_length", "input_file_block_start"),
+        "it reads the environment the query runs in",
+    ),  # fmt: skip
+}
+# Words of Spark's grammar that may stand before "(" without being a call.
+SYNTAX_WORDS = frozenset(
+    "in as from join on where having select and or not over then else is like ilike rlike between all "
+    "some distinct union intersect except minus with by partition cube rollup sets grouping interval lateral "
+    "view case end null asc desc order sort cluster distribute for to at of escape nulls rows preceding "
+    "following unbounded current within group try_cast varchar numeric dec character returns exists "
+    "filter".split()
+)
+DEFAULT_SQL_FUNCTIONS = SPARK_FUNCTIONS - REFUSED_FUNCTIONS.keys()
 
 _TIME_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Localtimestamp)
 _TIME_FUNCTIONS = {"now", "current_timestamp", "current_date", "localtimestamp", "current_timezone"}
 _GROUPING_FUNCTIONS = {"window", "session_window", "grouping", "grouping_id"}
+# Text Spark reads differently from a plain query: hints hold expressions in a comment,
+# ${...} is filled from Spark's configuration (and the environment) before parsing.
+_FORBIDDEN_TEXT = {"/*+": "hints (/*+ ... */) are not allowed", "${": "${...} substitution is not allowed"}
+_TOKENIZER = Spark.tokenizer_class()
 
 
 @lru_cache(maxsize=1024)
-def _tree(text: str) -> exp.Expression | None:
+def _statements(text: str) -> tuple[exp.Expression, ...] | None:
     try:
-        return sqlglot.parse_one(text, dialect="spark")
+        return tuple(s for s in sqlglot.parse(text, dialect="spark") if s is not None)
+    except SqlglotError:
+        return None
+
+
+def _tree(text: str) -> exp.Expression | None:
+    statements = _statements(text)
+    return statements[0] if statements and len(statements) == 1 else None
+
+
+@lru_cache(maxsize=1024)
+def _tokens(text: str) -> tuple[Token, ...] | None:
+    try:
+        return tuple(_TOKENIZER.tokenize(text))
     except SqlglotError:
         return None
 
 
 def _name(node: exp.Expression) -> str:
     return (node.name if isinstance(node, exp.Anonymous) else node.key).lower()
+
+
+def called_names(text: str) -> list[str] | None:
+    """Every word written just before ``(`` (a call, or grammar), lower case, in order;
+    None when the text cannot be tokenised."""
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    return [
+        token.text.lower()
+        for token, following in zip(tokens, tokens[1:])
+        if following.token_type is TokenType.L_PAREN and token.token_type not in (TokenType.L_PAREN, TokenType.R_PAREN)
+    ]
+
+
+def function_problems(text: str, allowed: Iterable[str] = ()) -> list[str]:
+    """Why a call in ``text`` is not allowed; ``allowed`` adds names (``*``: every
+    function in Spark's registry, refused ones included)."""
+    opened = set(allowed)
+    names = called_names(text)
+    if names is None:
+        return ["is not readable as Spark SQL"]
+    found = []
+    for name in names:
+        if name in SYNTAX_WORDS or name in opened:
+            continue
+        if name in REFUSED_FUNCTIONS:
+            if "*" not in opened:
+                found.append(f"function {name} is not allowed: {REFUSED_FUNCTIONS[name]}")
+        elif name not in SPARK_FUNCTIONS:
+            found.append(f"{name}(...) is not a function of Spark's registry a query may call")
+    return list(dict.fromkeys(found))
+
+
+def _text_problems(text: str) -> list[str]:
+    return [why for marker, why in _FORBIDDEN_TEXT.items() if marker in text]
+
+
+def _relation_problems(tree: exp.Expression, views: set[str]) -> list[str]:
+    found = []
+    for node in tree.walk():
+        if isinstance(node, exp.QueryTransform):
+            found.append("TRANSFORM ... USING (a script) is not allowed")
+        elif isinstance(node, exp.Values):
+            found.append("VALUES relations are not allowed: read the view `input`")
+        elif isinstance(node, exp.Table):
+            plain = isinstance(node.this, exp.Identifier) and not node.args.get("db") and not node.args.get("catalog")
+            if not plain:
+                found.append(f"{node.sql(dialect='spark')} is not allowed: the only relation is the view `input`")
+            elif node.name.lower() not in views:
+                found.append(f"table {node.name} is not allowed: the only relation is the view `input`")
+        elif isinstance(node, (exp.Unnest, exp.TableFromRows)):
+            found.append(f"{node.key} relations are not allowed: read the view `input`")
+    return found
+
+
+def statement_problems(text: str) -> list[str]:
+    """Why a ``sql`` step is not one SELECT (or UNION of SELECTs) over ``input`` only."""
+    found = _text_problems(text)
+    statements = _statements(text)
+    if statements is None:
+        return [*found, "is not readable as Spark SQL: write one SELECT ... FROM input"]
+    if len(statements) != 1:
+        return [*found, f"holds {len(statements)} statements; write one SELECT ... FROM input"]
+    tree = statements[0]
+    if not isinstance(tree, (exp.Select, exp.SetOperation, exp.Subquery)):
+        return [*found, f"{tree.key.upper()} statements are not allowed: write one SELECT ... FROM input"]
+    names = called_names(text) or []
+    if "using" in names or any(t.token_type is TokenType.USING for t in _tokens(text) or ()):
+        found.append("USING is not allowed (script transforms, joins USING)")
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    found += _relation_problems(tree, {VIEW, *ctes})
+    if not any(isinstance(t, exp.Table) and t.name.lower() == VIEW for t in tree.find_all(exp.Table)):
+        found.append("must read from the view named `input` (the previous step)")
+    return list(dict.fromkeys(found))
+
+
+def expression_problems(text: str) -> list[str]:
+    """Why ``where``/``select``/``withColumn`` text is not one expression over the row."""
+    found = _text_problems(text)
+    statements = _statements(text)
+    if statements is None or len(statements) != 1:
+        return [*found, "is not readable as one Spark SQL expression"]
+    tree = statements[0]
+    if isinstance(tree, (exp.Query, exp.Command, exp.Create, exp.Set)) or tree.find(exp.Query, exp.Table):
+        found.append("an expression reads no table: subqueries and statements are not allowed")
+    return list(dict.fromkeys(found))
 
 
 def not_map_like(text: str) -> list[str]:
@@ -50,7 +207,7 @@ def not_map_like(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def reads_view(text: str, view: str) -> bool:
+def reads_view(text: str, view: str = VIEW) -> bool:
     """Does the query read the named view? (True when it could not be read: Spark will tell.)"""
     tree = _tree(text)
     if tree is None:

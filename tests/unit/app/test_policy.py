@@ -22,7 +22,7 @@ from app.contract.load import load_document, validate_spec
 from app.contract.policy import OperatorFacts, Policy, check_policy, from_values, is_policy_problem
 from app.contract.problems import SpecError
 from controller import crd
-from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, conf
+from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES, conf
 from tests.support.specs import RATE_TO_CONSOLE, changed, query_spec, resource
 
 pytestmark = pytest.mark.unit
@@ -53,6 +53,23 @@ def test_without_a_policy_only_the_spec_rules_apply(case):
     assert not [p for p in problems_of_no_policy(spec) if "policy." in p]
 
 
+@pytest.mark.parametrize("case", sorted(REFUSED_BY_RULES))
+def test_hostile_spec_is_refused_by_the_spec_rules_with_or_without_a_policy(case):
+    """Statements, relations and text the job must never hand to Spark: refused by the
+    spec's own rules, so the job refuses them too, whatever the platform's policy."""
+    spec, path, says = REFUSED_BY_RULES[case]
+    for found in (problems_of_no_policy(spec), problems_of(spec, Policy(allowed_sql_functions=["*"]))):
+        assert any(p.startswith(f"{path}: ") and says in p for p in found), found
+
+
+def test_the_hostile_corpus_covers_every_class_of_the_second_pass():
+    cases = [*REFUSED_BY_POLICY, *REFUSED_BY_RULES, *REFUSED_BY_LIMITS]
+    classes = {"sql function", "statement", "relation", "text", "path", "uri", "kafka", "caps", "secret", "secret key", "conf"}
+    second = [c for c in cases if c.split(":")[0] in classes]
+    assert {c.split(":")[0] for c in second} == classes
+    assert len(second) >= 40, len(second)
+
+
 def problems_of_no_policy(spec: dict) -> list[str]:
     try:
         validate_spec(spec)
@@ -79,8 +96,8 @@ def test_hostile_spec_is_refused_by_the_static_limits_in_the_model_and_the_crd(c
     assert _crd_node(*crd_path)[keyword] == limit
 
 
-def test_there_are_at_least_twenty_hostile_specs():
-    assert len(REFUSED_BY_POLICY) + len(REFUSED_BY_LIMITS) >= 20
+def test_there_are_at_least_forty_hostile_specs():
+    assert len(REFUSED_BY_POLICY) + len(REFUSED_BY_RULES) + len(REFUSED_BY_LIMITS) >= 40
 
 
 def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
@@ -88,7 +105,6 @@ def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
 
     seen = {rule for _, _, _, rule in REFUSED_BY_POLICY.values()}
     seen.add("policy.hostPathPrefixes")  # needs a policy that allows hostPath: below
-    seen.add("policy.allowedSecrets")  # the default allows any Secret: below
     seen.update(("policy.allowSparkUI", "policy.allowStandby"))  # allowed by default: below
     assert seen == {rule.name for rule in POLICY_RULES}
     spec = changed(BASE, {"runtime.image": "evil.io/x:1"})
@@ -127,16 +143,16 @@ BENIGN = {
     "everything the default allows": changed(BASE, {
         "runtime.image": "streamq:0.1.0",
         "runtime.serviceAccountName": "streamq-driver",
-        "runtime.executors": {"instances": 10, "cores": 3, "memory": "6Gi"},
+        "runtime.executors": {"instances": 10, "cores": 3, "memory": "5Gi"},  # 55Gi with Spark's overhead
         "runtime.driver": {"cores": 1, "memory": "2Gi"},
         "runtime.sparkConf": {"spark.sql.shuffle.partitions": "8", "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
                               "spark.speculation": "false", "spark.network.timeout": "300s"},
         "checkpoint": {"location": "/checkpoints/fraud", "volume": PVC},
-        "sink.kafka.auth": {"secretRef": {"name": "kafka-creds"}},
+        "sink.kafka.auth": {"secretRef": {"name": "streamq-kafka-creds"}},
     }),  # fmt: skip
     "a checkpoint in the driver's /tmp, no volume": changed(BASE, {"checkpoint.location": "/tmp/streamq/checkpoints/x"}),
-    "a remote checkpoint": changed(BASE, {"checkpoint.location": "s3a://bucket/etc/streamq"}),
-    "an emptyDir checkpoint": changed(BASE, {"checkpoint": {"location": "/data/cp", "volume": {"emptyDir": {}}}}),
+    "a remote checkpoint below the namespace's folder": changed(BASE, {"checkpoint.location": "s3a://bucket/team-a/etc/streamq"}),
+    "an emptyDir checkpoint": changed(BASE, {"checkpoint": {"location": "/checkpoints/cp", "volume": {"emptyDir": {}}}}),
 }
 
 
@@ -295,12 +311,15 @@ def test_cli_applies_the_default_policy_one_problem_per_line(tmp_path):
     assert any(line.strip().startswith("- spec.runtime.sparkConf.spark.master: policy.operatorSparkConf:") for line in lines)
 
 
-@pytest.mark.parametrize("case", sorted(set(REFUSED_BY_POLICY) | set(REFUSED_BY_LIMITS)))
+@pytest.mark.parametrize("case", sorted(set(REFUSED_BY_POLICY) | set(REFUSED_BY_RULES) | set(REFUSED_BY_LIMITS)))
 def test_cli_refuses_every_hostile_spec_with_the_default_policy(tmp_path, case):
     """What a tenant runs before applying: the same refusal, and the rule (or the field) named."""
     if case in REFUSED_BY_POLICY:
         spec, _, path, rule = REFUSED_BY_POLICY[case]
         named = f"- {path}: {rule}"
+    elif case in REFUSED_BY_RULES:
+        spec, path, _ = REFUSED_BY_RULES[case]
+        named = f"- {path}: "
     else:
         spec, path, _, _, _ = REFUSED_BY_LIMITS[case]
         named = f"- {path}: "
@@ -332,7 +351,7 @@ def test_cli_refuses_a_broken_policy(tmp_path):
 
 @pytest.mark.parametrize(("field", "knob"), [("sparkUI", "allowSparkUI"), ("standby", "allowStandby")])
 def test_the_spark_ui_and_standby_can_be_turned_off_by_the_platform(field, knob):
-    shared = {"checkpoint": {"location": "s3a://bucket/ck"}}  # a standby needs a checkpoint both drivers reach
+    shared = {"checkpoint": {"location": "s3a://bucket/default/ck"}}  # a standby needs a checkpoint both drivers reach
     spec = validate_spec(changed(BASE, {f"runtime.{field}": True, **shared}))
     assert check_policy(spec, Policy()) == []  # allowed by default
     (problem,) = check_policy(spec, Policy.model_validate({knob: False}))

@@ -109,7 +109,7 @@ def test_enums_patterns_and_bounds_are_kept(schema):
     assert spec["runtime"]["properties"]["parallelism"]["maximum"] == 1024
     assert spec["trigger"]["properties"]["continuous"]["properties"]["checkpointInterval"]["pattern"] == spec_model.DURATION_PATTERN
     assert spec["source"]["properties"]["kafka"]["properties"]["topics"]["minItems"] == 1
-    assert spec["source"]["properties"]["kafka"]["properties"]["options"]["additionalProperties"] == {"type": "string"}
+    assert spec["source"]["properties"]["kafka"]["properties"]["options"]["additionalProperties"] == {"type": "string", "maxLength": 4096}
     assert spec["transforms"]["maxItems"] == 64
     max_restarts = spec["restartPolicy"]["properties"]["maxRestarts"]
     assert max_restarts["minimum"] == -1 and "nullable" not in max_restarts  # -1 means unlimited
