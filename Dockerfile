@@ -6,9 +6,9 @@
 #                           its main file is /opt/streamq/app/__main__.py
 #
 # Build it with hack/build-image.sh. It prepares the build context: this file,
-# docker/, pyproject.toml, app/, controller/ and Spark's Kafka connector jars in
-# jars/spark-kafka/ (resolved on the host by hack/install-jars.sh; the build has
-# no Maven), then runs `docker build` where Docker works and buildah on a local
+# docker/, pyproject.toml, app/, controller/, Spark's Kafka connector jars in
+# jars/spark-kafka/ and Hadoop's S3A filesystem with the AWS SDK modules it loads
+# in jars/s3a/ (resolved on the host by hack/install-jars.sh; the build has no Maven), then runs `docker build` where Docker works and buildah on a local
 # debootstrap base elsewhere.
 
 ARG BASE_IMAGE=debian:bookworm-slim
@@ -96,11 +96,15 @@ COPY --from=deps /opt/streamq/ /opt/streamq/
 COPY --from=build /stage/ /
 # Spark's Kafka connector and the runtime dependencies the pyspark wheel lacks.
 COPY jars/spark-kafka/*.jar /opt/streamq/jars/spark-kafka/
+# s3a:// checkpoints: hadoop-aws (the Hadoop release of pyspark's jars) and the AWS SDK v2
+# modules S3A loads, not the SDK's 686 MB bundle (hack/maven/s3a/pom.xml).
+COPY jars/s3a/*.jar /opt/streamq/jars/s3a/
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
 
 ENV JAVA_HOME=/opt/java \
     SPARK_HOME=/opt/streamq/spark \
     STREAMQ_JARS_DIR=/opt/streamq/jars/spark-kafka \
+    STREAMQ_S3A_JARS_DIR=/opt/streamq/jars/s3a \
     PYSPARK_PYTHON=/opt/streamq/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/streamq/venv/bin/python \
     PATH=/opt/streamq/venv/bin:/opt/java/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -113,7 +117,8 @@ ENV JAVA_HOME=/opt/java \
 RUN chmod 0755 /opt/streamq/bin/entrypoint \
  && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
- && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka; print("pyspark", pyspark.__version__)' \
+      /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar \
+ && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka, obstore; print("pyspark", pyspark.__version__)' \
  && java -version \
  && test -x "$SPARK_HOME/bin/spark-class"
 

@@ -39,6 +39,7 @@ unit: setup
 
 integration: setup jars kube
 	@hack/install-prometheus.sh
+	@hack/install-seaweedfs.sh
 	$(PYTEST) -m integration
 
 e2e: setup jars kube

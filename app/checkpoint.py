@@ -8,8 +8,12 @@ stateful operator. Writers create hidden temp files and rename, so only plain
 numeric names count; a file cut short (a crash, an object store without
 atomic rename) is reported as a problem and the newest readable batch is used.
 
-Local paths need nothing more; other URIs (s3a://, gs://, abfss://, memory://)
-are read through fsspec when it is installed (``pip install streamq[objectstore]``).
+Local paths need nothing more. s3a:// (and s3://) locations are read with obstore's
+S3 client (a dependency: botocore, under s3fs, pins python-dateutil<3 and the
+kubernetes client needs >=3), with the store's endpoint, region and key pair from
+``configure_s3`` (the job: the spec's checkpoint.s3 and its mounted Secret; the
+CLI: flags and AWS_* environment variables). Other URIs (gs://, abfss://,
+memory://) are read through fsspec when it and its driver are installed.
 """
 
 from __future__ import annotations
@@ -114,6 +118,98 @@ class FsspecFiles:
         return "/".join(p.rstrip("/") for p in parts)
 
 
+@dataclass(frozen=True)
+class S3Options:
+    """Where an s3a:// checkpoint's store is and how to sign for it. Unset fields fall back to
+    the AWS_* environment variables (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID...)."""
+
+    endpoint: str | None = None
+    region: str | None = None
+    path_style: bool | None = None
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, s3: Any, key_pair: tuple[str, str] | None = None) -> S3Options:
+        """From a spec's checkpoint.s3 block (None: the environment only) and the key pair read from its Secret."""
+        if s3 is None:
+            return cls()
+        key_id, secret = key_pair or (None, None)
+        return cls(s3.endpoint, s3.region, s3.path_style_access, key_id, secret)
+
+    def config(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(obstore S3Config, ClientConfig)."""
+        config: dict[str, Any] = {}
+        endpoint = self.endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if self.endpoint:
+            config["endpoint"] = self.endpoint if "://" in self.endpoint else f"https://{self.endpoint}"
+        if self.region:
+            config["region"] = self.region
+        if self.path_style is not None:
+            config["virtual_hosted_style_request"] = not self.path_style
+        if self.access_key_id and self.secret_access_key:
+            config["access_key_id"] = self.access_key_id
+            config["secret_access_key"] = self.secret_access_key
+        client = {"allow_http": True} if (endpoint or "").startswith("http://") else {}
+        return config, client
+
+
+_s3_options = S3Options()
+
+
+def configure_s3(options: S3Options) -> None:
+    """The store settings every later s3a:// read of this process uses."""
+    global _s3_options
+    _s3_options = options
+
+
+class S3Files:
+    """s3a://bucket/path through obstore: a listing is one LIST with a delimiter (names and
+    LastModified), a read one GET. No listing cache: the watchdog re-reads the same prefixes."""
+
+    def __init__(self, bucket: str, options: S3Options):
+        from obstore.store import S3Store
+
+        config, client = options.config()
+        self.bucket = bucket
+        self.store = S3Store(bucket, config=config, client_options=client)
+
+    def _fail(self, what: str, exc: Exception) -> CheckpointError:
+        return CheckpointError(f"s3a://{self.bucket}/{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+
+    def list(self, path: str) -> dict[str, float | None] | None:
+        from obstore.exceptions import NotFoundError
+
+        prefix = path.strip("/")
+        try:
+            result = self.store.list_with_delimiter(prefix or None)
+        except (NotFoundError, FileNotFoundError):  # obstore raises either, by version and call
+            return None
+        except Exception as exc:  # unreachable endpoint, refused credentials, no such bucket
+            raise self._fail(prefix, exc) from None
+        out: dict[str, float | None] = {}
+        for obj in result["objects"]:
+            name = obj["path"].rstrip("/").rsplit("/", 1)[-1]
+            modified = obj.get("last_modified")
+            out[name] = modified.timestamp() if isinstance(modified, datetime) else None
+        for common in result["common_prefixes"]:
+            out[common.rstrip("/").rsplit("/", 1)[-1]] = None
+        return out or None  # an object store has no empty directories
+
+    def read(self, path: str) -> str | None:
+        from obstore.exceptions import NotFoundError
+
+        try:
+            return bytes(self.store.get(path.strip("/")).bytes()).decode(errors="replace")
+        except (NotFoundError, FileNotFoundError):  # obstore raises either, by version and call
+            return None
+        except Exception as exc:
+            raise self._fail(path.strip("/"), exc) from None
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
 def unwritable(location: str | os.PathLike) -> str | None:
     """Why this process cannot write a local checkpoint location, or None when it can
     (or the location is remote: Spark finds out itself). Checked before Spark starts,
@@ -149,7 +245,17 @@ def open_location(location: str | os.PathLike) -> tuple[Files, str]:
     if path is not None:
         return LocalFiles(), path
     text = str(location)
-    scheme = urlparse(text).scheme
+    parsed = urlparse(text)
+    scheme = parsed.scheme
+    if scheme in ("s3a", "s3"):
+        if not parsed.netloc:
+            raise CheckpointError(f"{text}: no bucket (use s3a://bucket/path)")
+        try:
+            return S3Files(parsed.netloc, _s3_options), parsed.path.strip("/")
+        except ImportError:
+            raise CheckpointError("reading s3a:// checkpoints needs obstore (a streamq dependency)") from None
+        except Exception as exc:  # obstore refuses the configuration itself
+            raise CheckpointError(f"cannot open {text}: {exc}") from None
     try:
         import fsspec
     except ImportError:

@@ -30,6 +30,48 @@ _REFUSED_TEXT = re.compile(r"AnalysisException|ParseException|does not support|n
 _RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker|"
                         r"ContinuousTaskRetryException|does not support task retry", re.I)
 
+# A checkpoint location whose scheme no filesystem on the classpath serves: Spark wraps it in
+# CANNOT_LOAD_CHECKPOINT_FILE_MANAGER (or Hadoop's UnsupportedFileSystemException comes through
+# bare). The image is what it is: every restart fails the same way, so it is a refusal. Only these
+# causes: the same condition with another cause (say, a store unreachable) stays retryable.
+_NO_FILESYSTEM = re.compile(
+    r'No FileSystem for scheme:? "?(?P<scheme>[A-Za-z][\w+.-]*)"?'
+    r'|No AbstractFileSystem configured for scheme:? "?(?P<scheme2>[A-Za-z][\w+.-]*)"?'
+    r"|ClassNotFoundException: Class (?P<cls>org\.apache\.hadoop\.fs\.[\w.$]+) not found"
+    # the filesystem's class is there but not what it links (an image with some of the S3A jars)
+    r"|NoClassDefFoundError: (?P<linked>[\w/$.]+)"
+)
+_CHECKPOINT_PATH = re.compile(r"checkpoint file manager for path=(?P<path>[^\s]+?)\.?(\s|$)")
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][\w+.-]*)://")
+# The schemes the image serves (local paths, and s3a:// through hadoop-aws: hack/install-jars.sh).
+SERVED_SCHEMES = ("file", "s3a")
+
+
+def unsupported_filesystem(error: BaseException | str) -> str | None:
+    """A clear reason when no filesystem in the image serves the checkpoint location's scheme."""
+    message = str(error)
+    if "CANNOT_LOAD_CHECKPOINT_FILE_MANAGER" not in message and "UnsupportedFileSystemException" not in message:
+        return None
+    found = _NO_FILESYSTEM.search(message)
+    if found is None or (found.group("linked") and "CANNOT_LOAD_CHECKPOINT_FILE_MANAGER" not in message):
+        return None
+    located = _CHECKPOINT_PATH.search(message)
+    path = located.group("path") if located else None
+    scheme = found.group("scheme") or found.group("scheme2")
+    if scheme is None and path is not None and (m := _SCHEME.match(path)):
+        scheme = m.group("scheme")
+    what = f"{scheme}://" if scheme else "its scheme"
+    where = f"checkpoint location {path}" if path else "the checkpoint location"
+    missing = f" ({found.group('cls')} is not on the classpath)" if found.group("cls") else ""
+    head = f"no filesystem in this image serves {what}{missing}, so {where} cannot be used"
+    if found.group("linked"):
+        linked = found.group("linked").replace("/", ".")
+        head = f"the filesystem for {what} in this image is incomplete ({linked} is not on the classpath), so {where} cannot be used"
+    if scheme in SERVED_SCHEMES:  # an image built without them
+        return f"{head}: the image lacks hadoop-aws and the AWS SDK jars (hack/install-jars.sh, hack/build-image.sh)"
+    return f"{head}: use a local path (a checkpoint volume) or s3a://bucket/path, or an image with that filesystem's jars"
+
+
 TERMINATION_MESSAGE_LIMIT = 1024  # Kubernetes keeps up to 4096 bytes; one readable line is the point
 
 
@@ -51,6 +93,8 @@ def conditions(error: BaseException | str) -> list[str]:
 
 def classify(error: BaseException | str) -> ExitCode:
     message = str(error)
+    if unsupported_filesystem(message):
+        return ExitCode.QUERY_REFUSED
     if _RETRYABLE.search(message):
         return ExitCode.QUERY_FAILED
     if any(c.startswith(REFUSED_CONDITIONS) for c in conditions(error)) or _REFUSED_TEXT.search(message):
@@ -63,7 +107,11 @@ _JAVA_PACKAGE = re.compile(r"^(?:[a-z_][\w]*\.)+(?=[A-Z]\w*(?:Exception|Error)\b
 
 
 def one_line(message: str, limit: int = TERMINATION_MESSAGE_LIMIT) -> str:
-    """The first line that says something, without JVM stack frames or Py4J wrapping."""
+    """The first line that says something, without JVM stack frames or Py4J wrapping (or, for a
+    checkpoint scheme the image has no filesystem for, what to do about it)."""
+    special = unsupported_filesystem(message)
+    if special:
+        return special if len(special) <= limit else special[: limit - 3] + "..."
     for raw in str(message).splitlines():
         line = raw.strip().lstrip(":").strip()
         if not line or _PY4J_PREAMBLE.match(line) or re.fullmatch(r"[-=]+", line):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.checkpoint import CheckpointError, CheckpointState, local_path, read_checkpoint, unwritable
+from app.checkpoint import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
@@ -19,6 +19,7 @@ from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
 from app.lease import DriverLease
 from app.warmup import running_tasks, warm_up
+from app.pipeline.credentials import s3_credentials
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.lines import committed_summary, progress_line
 from app.pipeline.terminal import Terminal
@@ -141,6 +142,8 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     options = options or RunOptions.from_env()
     spec = doc.spec
     try:
+        # an s3a:// checkpoint's store, for the checkpoint gate and the watchdog's reads (keys from the mounted Secret)
+        configure_s3(S3Options.of(spec.checkpoint.s3, s3_credentials(spec.checkpoint.s3)))
         partitions = preflight(spec, options.preflight_timeout_s)
         if failpoints.active(Failpoint.SKIP_SLOT_CHECK):  # tests: let Spark hang, for the watchdog to see
             slots = spec.runtime.task_slots(spec.mode, sum(partitions.values()))

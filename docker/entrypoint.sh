@@ -42,7 +42,7 @@ check_user() {
 }
 
 # The classpath of an executor: Spark (the pyspark wheel's jars), the Kafka
-# connector baked into the image, then whatever the pod adds.
+# connector and the S3A jars baked into the image, then whatever the pod adds.
 executor_classpath() {
   local cp="${SPARK_CLASSPATH:-}"
   if [[ -n "${SPARK_CONF_DIR:-}" ]]; then
@@ -53,6 +53,9 @@ executor_classpath() {
   cp="${cp:+$cp:}${SPARK_HOME}/jars/*"
   if [[ -n "${STREAMQ_JARS_DIR:-}" && -d "${STREAMQ_JARS_DIR}" ]]; then
     cp="$cp:${STREAMQ_JARS_DIR}/*"
+  fi
+  if [[ -n "${STREAMQ_S3A_JARS_DIR:-}" && -d "${STREAMQ_S3A_JARS_DIR}" ]]; then
+    cp="$cp:${STREAMQ_S3A_JARS_DIR}/*"  # s3a:// checkpoints: state stores write them from executors
   fi
   if [[ -n "${SPARK_EXTRA_CLASSPATH:-}" ]]; then
     cp="$cp:${SPARK_EXTRA_CLASSPATH}"
@@ -125,7 +128,7 @@ case "$1" in
     if [[ -n "${SPARK_DRIVER_BIND_ADDRESS:-}" ]]; then
       bind=(--conf "spark.driver.bindAddress=${SPARK_DRIVER_BIND_ADDRESS}")
     fi
-    # The job puts the connector jars (STREAMQ_JARS_DIR) on spark.jars itself.
+    # The job puts the connector and S3A jars (STREAMQ_JARS_DIR, STREAMQ_S3A_JARS_DIR) on spark.jars itself.
     run "$SPARK_HOME/bin/spark-submit" "${bind[@]}" --deploy-mode client "$@"
     ;;
   -*)

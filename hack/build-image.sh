@@ -32,7 +32,7 @@
 #            (installed with apt-get when missing).
 #
 # Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, app/,
-# controller/ (sources, not caches), the Kafka connector jars, the base image,
+# controller/ (sources, not caches), the Kafka connector and S3A jars, the base image,
 # the builder, the tag and the format.
 #
 # Environment:
@@ -53,6 +53,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}"
 IMAGES="$CACHE/images"
 JARS="$CACHE/jars/spark-kafka"
+S3A_JARS="$CACHE/jars/s3a"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
 
 NAME="${STREAMQ_IMAGE_NAME:-streamq}"
 VERSION="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
@@ -110,10 +111,11 @@ stage_context() { # stage_context <dir>
   for p in "${SOURCES[@]}"; do
     [[ -e "$ROOT/$p" ]] || die "$p missing in $ROOT"
   done
-  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka"
+  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a"
   tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' --exclude='docker/*.md' \
     -cf - "${SOURCES[@]}" | tar -C "$ctx" -xf -
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
+  cp -p "$S3A_JARS"/*.jar "$ctx/jars/s3a/"
 }
 
 context_manifest() { # context_manifest <dir>: one line per file: path, executable bit, sha256
@@ -122,12 +124,14 @@ context_manifest() { # context_manifest <dir>: one line per file: path, executab
 }
 
 ensure_jars() {
-  if ! compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || [[ ! -f "$JARS/.complete" ]]; then
-    [[ "$MODE" != check ]] || { log "Kafka connector jars missing in $JARS"; exit 1; }
-    log "Kafka connector jars missing in $JARS: running hack/install-jars.sh"
+  if ! compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || [[ ! -f "$JARS/.complete" ]] ||
+     ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]]; then
+    [[ "$MODE" != check ]] || { log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS"; exit 1; }
+    log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS: running hack/install-jars.sh"
     "$ROOT/hack/install-jars.sh"
   fi
   compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || die "no connector jars in $JARS after hack/install-jars.sh"
+  compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || die "no hadoop-aws jar in $S3A_JARS after hack/install-jars.sh"
 }
 
 # A fresh Debian machine has neither: install them (root only), as the rest of

@@ -7,6 +7,10 @@
 #                                     that the pyspark wheel does not ship
 #                                     (put every *.jar there on spark.jars)
 #     jars/spark-kafka/.complete      marker: versions + fingerprint
+#     jars/s3a/*.jar                  Hadoop's S3A filesystem (hadoop-aws) and the few
+#                                     AWS SDK v2 modules it loads (not the 686 MB
+#                                     bundle), for s3a:// checkpoints (also on spark.jars)
+#     jars/s3a/.complete              marker
 #     kafka/<version>/libs/*.jar      a Kafka broker (KRaft) with log4j2 logging
 #     kafka/<version>/config/log4j2.properties
 #     kafka/<version>/.complete       marker
@@ -15,7 +19,8 @@
 # left alone. The versions live in the POMs under hack/maven/ and can be
 # overridden with env vars:
 #   SPARK_KAFKA_VERSION, SPARK_TOKEN_PROVIDER_VERSION, KAFKA_CLIENTS_VERSION,
-#   COMMONS_POOL2_VERSION, KAFKA_VERSION, LOG4J_VERSION
+#   COMMONS_POOL2_VERSION, KAFKA_VERSION, LOG4J_VERSION, HADOOP_AWS_VERSION,
+#   AWS_SDK_VERSION
 # Other knobs:
 #   STREAMQ_CACHE   cache root (default $HOME/.cache/streamq)
 #   STREAMQ_M2_REPO Maven local repository to use (default: Maven's own, ~/.m2)
@@ -148,6 +153,46 @@ install_spark_kafka() {
   list_jars "$dest"
 }
 
+# ------------------------------------------------------------------------ s3a
+install_s3a() {
+  local pom="$MAVEN_DIR/s3a/pom.xml"
+  local v_aws="${HADOOP_AWS_VERSION:-$(pom_prop "$pom" hadoop.aws.version)}"
+  local v_sdk="${AWS_SDK_VERSION:-$(pom_prop "$pom" aws.sdk.version)}"
+  local dest="$CACHE/jars/s3a"
+  local pyjars; pyjars="$(find_pyspark_jars)"
+  local fp; fp="$(fingerprint "$pom" "hadoop-aws=$v_aws" "aws-sdk=$v_sdk" "pyspark=$(pyspark_version)")"
+
+  if is_complete "$dest" "$fp"; then
+    log "s3a: complete, nothing to do ($dest)"
+    return
+  fi
+  if [[ -n "$pyjars" ]] && ! compgen -G "$pyjars/hadoop-client-api-$v_aws.jar" >/dev/null; then
+    log "NOTE: pyspark's Hadoop is $(basename "$(compgen -G "$pyjars/hadoop-client-api-*.jar" | head -n1)"), hadoop-aws is $v_aws: they should be one release"
+  fi
+  local stage="$CACHE/jars/.s3a.new"
+  rm -rf "$stage"; mkdir -p "$stage"
+  log "s3a: resolving hadoop-aws:$v_aws + AWS SDK v2 $v_sdk modules (s3, s3-transfer-manager, analyticsaccelerator-s3; not the bundle)"
+  copy_deps "$pom" "$stage" -Dhadoop.aws.version="$v_aws" -Daws.sdk.version="$v_sdk"
+  if [[ -n "$pyjars" && -d "$pyjars" ]]; then
+    local j a
+    for j in "$stage"/*.jar; do
+      a="$(artifact_of "$j")"
+      if compgen -G "$pyjars/$a-[0-9]*.jar" >/dev/null; then
+        log "s3a: dropping $(basename "$j"): pyspark already ships $(basename "$(compgen -G "$pyjars/$a-[0-9]*.jar" | head -n1)")"
+        rm -f "$j"
+      fi
+    done
+  fi
+  for a in hadoop-aws analyticsaccelerator-s3 s3 s3-transfer-manager sdk-core apache-client; do
+    compgen -G "$stage/$a-[0-9]*.jar" >/dev/null || die "s3a: $a missing after resolution"
+  done
+  compgen -G "$stage/bundle-*.jar" >/dev/null && die "s3a: the AWS SDK bundle came in (see the exclusions in $pom)"
+  printf '%s\n' "$fp" > "$stage/.complete"
+  rm -rf "$dest"; mkdir -p "$(dirname "$dest")"; mv "$stage" "$dest"
+  log "s3a: installed into $dest ($(du -sh "$dest" | cut -f1)):"
+  list_jars "$dest"
+}
+
 # --------------------------------------------------------------- kafka broker
 install_kafka() {
   local pom="$MAVEN_DIR/kafka-broker/pom.xml"
@@ -183,5 +228,6 @@ install_kafka() {
 start=$SECONDS
 mkdir -p "$CACHE"
 install_spark_kafka
+install_s3a
 install_kafka
 log "done in $((SECONDS - start)) s; cache: $CACHE"

@@ -3,4 +3,5 @@ pytest_plugins = [
     "tests.support.spark_fixtures",
     "tests.support.kube_fixtures",
     "tests.support.kafka_fixtures",
+    "tests.support.seaweedfs_fixtures",
 ]

@@ -34,6 +34,7 @@ TERMINATION_LOG = "/dev/termination-log"
 PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
 SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
 JARS_DIR_ENV = "STREAMQ_JARS_DIR"
+S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
 # On the query document: where the previous run had committed, for a lost checkpoint (app.resume).
 RESUME_ANNOTATION = f"{GROUP}/resume-from"
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from app.contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
-from app.contract.spec import KafkaAuth, SaslMechanism
+from app.contract.spec import KafkaAuth, S3Checkpoint, SaslMechanism
 from app.contract.problems import Problem, SpecError
 
 _LOGIN_MODULES = {
@@ -65,4 +65,37 @@ def librdkafka_auth_config(auth: KafkaAuth | None, at: str) -> dict[str, str]:
         "sasl.mechanisms": auth.mechanism.value,
         "sasl.username": username,
         "sasl.password": password,
+    }
+
+
+# --- s3a:// checkpoints -------------------------------------------------------------
+
+S3A_SIMPLE_PROVIDER = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+S3_CREDENTIALS_AT = "spec.checkpoint.s3.credentials.secretRef"
+
+
+def s3_credentials(s3: S3Checkpoint | None) -> tuple[str, str] | None:
+    """(access key id, secret access key) from the mounted Secret; None without a secretRef."""
+    if s3 is None or s3.credentials is None:
+        return None
+    ref = s3.credentials.secret_ref
+    folder = secrets_dir() / ref.name
+    key_id = _read_secret(folder / ref.access_key_id_key, f"{S3_CREDENTIALS_AT}.accessKeyIdKey")
+    secret = _read_secret(folder / ref.secret_access_key_key, f"{S3_CREDENTIALS_AT}.secretAccessKeyKey")
+    return key_id, secret
+
+
+def s3a_hadoop_secrets(s3: S3Checkpoint | None) -> dict[str, str]:
+    """The key pair as Hadoop settings for S3A. The session sets them on the running JVM's
+    Hadoop configuration (``app.pipeline.session.get_session``), not as ``spark.hadoop.*``
+    SparkConf entries: PySpark hands its SparkConf to spark-submit as ``--conf k=v`` arguments,
+    which any process on the node can read in /proc/<pid>/cmdline. Executors get them with the
+    Hadoop configuration Spark broadcasts to their tasks (state stores write checkpoints there)."""
+    pair = s3_credentials(s3)
+    if pair is None:
+        return {}
+    return {
+        "fs.s3a.aws.credentials.provider": S3A_SIMPLE_PROVIDER,
+        "fs.s3a.access.key": pair[0],
+        "fs.s3a.secret.key": pair[1],
     }

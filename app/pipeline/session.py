@@ -6,9 +6,10 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.contract import JARS_DIR_ENV
+from app.contract import JARS_DIR_ENV, S3A_JARS_DIR_ENV
 from app.contract.checkpoint import local_path
 from app.contract.spec import QuerySpec
+from app.pipeline.credentials import s3a_hadoop_secrets
 
 
 # Defaults tuned for streaming on small machines; the user's sparkConf wins.
@@ -59,10 +60,29 @@ SPARK_UI_CONF = {
 
 
 def connector_jars() -> list[str]:
-    """Spark's Kafka connector jars, installed by hack/install-jars.sh (baked into the image)."""
+    """Spark's Kafka connector jars and Hadoop's S3A filesystem with the AWS SDK modules it loads,
+    installed by hack/install-jars.sh (baked into the image)."""
     cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
-    folder = Path(os.environ.get(JARS_DIR_ENV) or cache / "jars" / "spark-kafka")
-    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    found: list[str] = []
+    for env, default in ((JARS_DIR_ENV, "spark-kafka"), (S3A_JARS_DIR_ENV, "s3a")):
+        folder = Path(os.environ.get(env) or cache / "jars" / default)
+        found += sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+    return found
+
+
+def s3a_conf(spec: QuerySpec) -> dict[str, str]:
+    """Where the s3a:// checkpoint's store is (no secrets: these reach spark-submit's command line)."""
+    s3 = spec.checkpoint.s3
+    if s3 is None:
+        return {}
+    conf = {"spark.hadoop.fs.s3a.path.style.access": str(s3.path_style_access).lower()}
+    if s3.endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
+        if s3.endpoint.startswith("http://"):
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+    if s3.region:
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = s3.region
+    return conf
 
 
 def needs_kafka(spec: QuerySpec) -> bool:
@@ -76,6 +96,7 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
         conf.update(LOCAL_CHECKPOINT_CONF)
     if spec.runtime.spark_ui:
         conf.update(SPARK_UI_CONF)
+    conf.update(s3a_conf(spec))
     conf["spark.master"] = f"local[{slots or spec.runtime.task_slots(spec.mode)}]"
     jars = connector_jars()
     if jars:
@@ -84,14 +105,19 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     return conf
 
 
-def get_session(spec: QuerySpec, app_name: str, slots: int | None = None):
+def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_secrets: bool = True):
+    """``with_secrets=False``: no store credentials (Spark's analyser needs none, and runs where the Secret is not mounted)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"streamq-{app_name}")
     for key, value in spark_conf(spec, slots).items():
         builder = builder.config(key, value)
     silence_query_context_loggers()
+    secrets = s3a_hadoop_secrets(spec.checkpoint.s3) if with_secrets else {}  # read before the JVM starts: a missing file fails fast
     spark = builder.getOrCreate()
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in secrets.items():  # on the running JVM, never on spark-submit's command line
+        hadoop.set(key, value)
     spark.sparkContext.setLogLevel(os.environ.get("STREAMQ_SPARK_LOG_LEVEL", "WARN"))
     return spark
 

@@ -39,3 +39,22 @@ def test_the_connector_and_its_token_provider_are_one_release():
 def test_the_connector_matches_pyspark_or_a_recorded_exception():
     pyspark = _pin((ROOT / "pyproject.toml").read_text(), "pyspark")
     assert _pom_properties()["spark.kafka.version"] == CONNECTOR_FOR.get(pyspark, pyspark)
+
+
+# pyspark pin -> the Hadoop release of its jars (hadoop-client-api-<v>.jar); hadoop-aws must be that release.
+HADOOP_OF_PYSPARK = {"4.3.0": "3.5.0"}
+
+
+def test_hadoop_aws_is_the_hadoop_release_pyspark_ships():
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    props = ET.parse(ROOT / "hack/maven/s3a/pom.xml").getroot().find("m:properties", ns)
+    hadoop_aws = {child.tag.split("}", 1)[1]: child.text for child in props}["hadoop.aws.version"]
+    pyspark = _pin((ROOT / "pyproject.toml").read_text(), "pyspark")
+    assert hadoop_aws == HADOOP_OF_PYSPARK[pyspark]
+    try:
+        import pyspark as installed
+    except ImportError:
+        return
+    if installed.__version__ == pyspark:
+        jars = Path(installed.__file__).parent / "jars"
+        assert (jars / f"hadoop-client-api-{hadoop_aws}.jar").is_file(), sorted(p.name for p in jars.glob("hadoop-client-*"))

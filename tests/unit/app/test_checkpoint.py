@@ -135,8 +135,8 @@ def test_object_stores_through_fsspec():
 
 def test_without_fsspec_an_object_store_is_a_clear_error_and_local_paths_still_work(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec -> ImportError
-    with pytest.raises(CheckpointError, match=r"s3a:// checkpoints needs fsspec"):
-        read_checkpoint("s3a://bucket/checkpoints/q")
+    with pytest.raises(CheckpointError, match=r"gs:// checkpoints needs fsspec"):
+        read_checkpoint("gs://bucket/checkpoints/q")
     _write_checkpoint(tmp_path, committed=0, planned=0, offsets_by_batch=lambda b: [{"t": {"0": 1}}])
     assert read_checkpoint(f"file://{tmp_path}").last_committed == 0
 

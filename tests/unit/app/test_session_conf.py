@@ -10,6 +10,7 @@ pytestmark = pytest.mark.unit
 def test_slots_and_user_conf(monkeypatch, tmp_path):
     (tmp_path / "spark-sql-kafka.jar").write_text("")
     monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path))
+    monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "none"))
     spec = validate_spec(with_change(query_spec(), "runtime", {"parallelism": 6, "sparkConf": {"spark.ui.enabled": "true"}}))
     conf = session.spark_conf(spec)
     assert conf["spark.master"] == "local[6]"
@@ -45,3 +46,57 @@ def test_spark_ui_is_off_unless_the_spec_asks_then_serves_ui_and_metrics_on_4040
     assert conf["spark.metrics.namespace"] == "streamq"
     relabel = (session.Path(__file__).resolve().parents[3] / "charts/streamq/files/driver-relabelings.yaml").read_text()
     assert f"metrics_{conf['spark.metrics.namespace']}_driver_spark_streaming_" in relabel
+
+
+def test_the_s3a_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
+    (tmp_path / "kafka").mkdir()
+    (tmp_path / "kafka" / "spark-sql-kafka.jar").write_text("")
+    (tmp_path / "s3a").mkdir()
+    (tmp_path / "s3a" / "hadoop-aws-3.5.0.jar").write_text("")
+    monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path / "kafka"))
+    monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "s3a"))
+    assert session.connector_jars() == [str(tmp_path / "kafka" / "spark-sql-kafka.jar"), str(tmp_path / "s3a" / "hadoop-aws-3.5.0.jar")]
+
+
+S3_CHECKPOINT = {
+    "location": "s3a://bucket/q",
+    "s3": {"endpoint": "http://seaweedfs.storage:8333", "region": "us-east-1", "pathStyleAccess": True,
+           "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "id", "secretAccessKeyKey": "key"}}},
+}  # fmt: skip
+
+
+def test_the_store_settings_are_spark_conf_and_the_keys_are_not(monkeypatch, tmp_path):
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "id").write_text("AKIDEXAMPLE\n")
+    (tmp_path / "store" / "key").write_text("wJalrXUtnFEMI\n")
+    monkeypatch.setenv("STREAMQ_SECRETS_DIR", str(tmp_path))
+    spec = validate_spec(with_change(query_spec(), "checkpoint", S3_CHECKPOINT))
+    conf = session.spark_conf(spec)
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://seaweedfs.storage:8333"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    # spark_conf becomes spark-submit's command line (PySpark's launch_gateway): no keys in it
+    assert not any("AKIDEXAMPLE" in v or "wJalrXUtnFEMI" in v for v in conf.values())
+    assert not any(k.endswith((".access.key", ".secret.key")) for k in conf)
+    from app.pipeline.credentials import s3a_hadoop_secrets
+
+    assert s3a_hadoop_secrets(spec.checkpoint.s3) == {
+        "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "fs.s3a.access.key": "AKIDEXAMPLE", "fs.s3a.secret.key": "wJalrXUtnFEMI",
+    }  # fmt: skip
+
+
+def test_a_missing_key_file_is_a_spec_error_naming_the_field(monkeypatch, tmp_path):
+    from app.contract.problems import SpecError
+    from app.pipeline.credentials import s3a_hadoop_secrets
+
+    monkeypatch.setenv("STREAMQ_SECRETS_DIR", str(tmp_path))
+    spec = validate_spec(with_change(query_spec(), "checkpoint", S3_CHECKPOINT))
+    with pytest.raises(SpecError, match="accessKeyIdKey"):
+        s3a_hadoop_secrets(spec.checkpoint.s3)
+
+
+def test_without_an_s3_block_nothing_of_s3a_is_set():
+    conf = session.spark_conf(validate_spec(with_change(query_spec(), "checkpoint", {"location": "s3a://bucket/q"})))
+    assert not any(k.startswith("spark.hadoop.fs.s3a.") for k in conf)
