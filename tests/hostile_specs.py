@@ -305,6 +305,20 @@ REFUSED_BY_POLICY = {
     "caps: unlimited restarts": (
         changed(BASE, {"restartPolicy": {"maxRestarts": -1}}), "team-a", "spec.restartPolicy.maxRestarts", "policy.restarts",
     ),
+    "caps: a stableAfter that resets the restart count at once": (
+        changed(BASE, {"restartPolicy": {"stableAfter": "1s"}}), "team-a",
+        "spec.restartPolicy.stableAfter", "policy.restarts",
+    ),
+    # where a query connects
+    "endpoint: a broker on the cloud metadata address": (
+        changed(BASE, {"source.kafka.bootstrapServers": "kafka:9092,169.254.169.254:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: an object store on the metadata host": (
+        changed(BASE, {"checkpoint": {"location": "s3a://bucket/team-a/cp",
+                                      "s3": {"endpoint": "http://metadata.google.internal/computeMetadata"}}}),
+        "team-a", "spec.checkpoint.s3.endpoint", "policy.deniedHosts",
+    ),
     # Secrets the tenant did not name for queries
     "secret: one the namespace's owners did not name for queries": (
         changed(BASE, {"sink.kafka.auth": {"secretRef": {"name": "db-admin"}}}), "team-a",
@@ -334,6 +348,14 @@ REFUSED_BY_POLICY = {
     "conf: a value filled from the environment": (
         conf(spark__sql__session__timeZone="${env:AWS_SECRET_ACCESS_KEY}"), "team-a",
         "spec.runtime.sparkConf.spark.sql.session.timeZone", "policy.classSparkConf",
+    ),
+    "conf: a Kryo registrator class": (
+        conf(spark__kryo__registrator="com.evil.Registrator"), "team-a",
+        "spec.runtime.sparkConf.spark.kryo.registrator", "policy.classSparkConf",
+    ),
+    "conf: a class name as any value": (
+        conf(spark__sql__streaming__metricsEnabled="com.evil.Gadget"), "team-a",
+        "spec.runtime.sparkConf.spark.sql.streaming.metricsEnabled", "policy.classSparkConf",
     ),
     "conf: a listener class under spark.sql.*": (
         conf(spark__sql__streaming__ui__listener="com.evil.Listener"), "team-a",

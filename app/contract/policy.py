@@ -48,6 +48,8 @@ Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule'
 OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a query's Spark RPC key
 TENANT_SECRETS = "streamq-*"  # a Secret a namespace's owners made for queries: only they can name one so
 NAMESPACE_VARIABLE = "${namespace}"
+# Addresses no query has business with: the cloud metadata endpoints (instance credentials).
+METADATA_HOSTS = ("169.254.*", "metadata", "metadata.google.internal", "fd00:ec2::254", "100.100.100.200")
 
 
 class VolumeKind(StrEnum):
@@ -152,6 +154,16 @@ class Policy(Model):
     )
     max_restarts: int = Field(
         default=100, ge=-1, description="restartPolicy.maxRestarts at most; -1 lets queries ask for unlimited restarts."
+    )
+    min_stable_after: Duration = Field(
+        default="1m",
+        description="restartPolicy.stableAfter at least: a shorter one resets the restart count so often that "
+        "maxRestarts never ends a crash loop.",
+    )
+    denied_hosts: tuple[str, ...] = Field(
+        default=METADATA_HOSTS,
+        description="Hosts no bootstrapServers or checkpoint.s3.endpoint may name (exact, or prefix*): "
+        "the cloud metadata endpoints by default.",
     )
     allow_spark_ui: bool = Field(
         default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
@@ -408,9 +420,39 @@ def _restarts(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: 
         yield ".restartPolicy.backoff.initial", (
             f"backoff {restart.backoff.initial} is below the platform's floor of {policy.min_backoff}"
         )
+    if duration_ms(restart.stable_after) < duration_ms(policy.min_stable_after):
+        yield ".restartPolicy.stableAfter", (
+            f"stableAfter {restart.stable_after} is below the platform's floor of {policy.min_stable_after}"
+        )
     if policy.max_restarts >= 0 and not 0 <= restart.max_restarts <= policy.max_restarts:
         asked = "unlimited" if restart.max_restarts < 0 else restart.max_restarts
         yield ".restartPolicy.maxRestarts", f"{asked} restarts, at most {policy.max_restarts} allowed"
+
+
+# --- where a query connects -------------------------------------------------------------------
+
+def _host(address: str) -> str:
+    """host of host:port, [v6]:port, or a URL."""
+    address = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", address).split("/", 1)[0]
+    if address.startswith("["):
+        return address[1:].split("]", 1)[0]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+def _endpoints(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    addresses = [
+        (f"{at}.bootstrapServers", server)
+        for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka))
+        if endpoint is not None
+        for server in endpoint.bootstrap_servers.split(",")
+    ]
+    s3 = getattr(spec.checkpoint, "s3", None)
+    if s3 is not None and s3.endpoint:
+        addresses.append((".checkpoint.s3.endpoint", s3.endpoint))
+    for at, address in addresses:
+        host = _host(address.strip()).lower().rstrip(".")
+        if matches(host, policy.denied_hosts):
+            yield at, f"{host} is a cloud metadata endpoint (policy.deniedHosts), never a broker or a store"
 
 
 # --- SQL and Kafka client settings --------------------------------------------------------------
@@ -509,7 +551,12 @@ SECRET_LOOKING_KEY = re.compile(
 
 
 # Settings whose value names a class Spark or Hadoop loads: only Spark's own classes by default.
-CLASS_NAME_KEY = re.compile(r"(class|classes|provider|providers|plugin|plugins|listener|listeners|factory|impl)$", re.I)
+CLASS_NAME_KEY = re.compile(
+    r"(class|classes|provider|providers|plugin|plugins|listener|listeners|factory|impl|serializer|registrator|"
+    r"classesToRegister)$",
+    re.I,
+)
+CLASS_NAME_VALUE = re.compile(r"^\s*[a-zA-Z_][\w$]*(\.[a-zA-Z_][\w$]*)+\.[A-Z][\w$]*\s*$")  # com.example.Thing
 SPARK_CLASSES = "org.apache.spark."
 
 
@@ -517,7 +564,9 @@ def _class_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace
     for key, value in spec.runtime.spark_conf.items():
         if "${" in value:
             yield f".runtime.sparkConf.{key}", "${...} in a value is filled from Spark's configuration and the environment"
-        elif CLASS_NAME_KEY.search(key) and key not in policy.allowed_spark_conf and not all(
+        elif (
+            CLASS_NAME_KEY.search(key) or any(CLASS_NAME_VALUE.match(v) for v in value.split(","))
+        ) and key not in policy.allowed_spark_conf and not all(
             v.strip().startswith(SPARK_CLASSES) for v in value.split(",") if v.strip()
         ):
             yield f".runtime.sparkConf.{key}", (
@@ -580,6 +629,7 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.allowedSecrets", _secrets),
     PolicyRule("policy.allowedSQLFunctions", _sql_functions),
     PolicyRule("policy.allowedKafkaOptions", _kafka_options),
+    PolicyRule("policy.deniedHosts", _endpoints),
     PolicyRule("policy.allowSparkUI", _spark_ui),
     PolicyRule("policy.allowStandby", _standby),
     PolicyRule("policy.allowedVolumes", _volumes),

