@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from controller import names
-from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY
+from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
 from tests.support.jobs import JobProcess
 from tests.support.kubelet_logs import KubeletLogs
 from tests.support.operator import unique
@@ -53,6 +53,22 @@ def test_the_operator_refuses_specs_outside_the_policy_before_any_pod(cluster, o
                 if cm.metadata.name.startswith("h-")]  # fmt: skip
 
 
+def test_the_operator_refuses_statements_relations_and_text_the_job_must_never_run(cluster, operator):
+    """The spec's own rules (what a SQL step or an expression may be): Invalid with the
+    field named, an event, and no pod or ConfigMap."""
+    for case, (spec, _, _) in sorted(REFUSED_BY_RULES.items()):
+        cluster.apply(_name(case), spec)
+    for case, (_, path, says) in sorted(REFUSED_BY_RULES.items()):
+        status = cluster.wait_phase(_name(case), "Invalid")
+        assert f"{path}: " in status["message"] and says in status["message"], f"{case}: {status['message']}"
+        ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+        # InvalidSpec; PolicyViolation when the same text also calls a function the policy refuses
+        assert ready["status"] == "False" and ready["reason"] in ("InvalidSpec", "PolicyViolation"), (case, ready)
+    assert cluster.core.list_namespaced_pod(cluster.namespace).items == []
+    assert not [cm.metadata.name for cm in cluster.core.list_namespaced_config_map(cluster.namespace).items
+                if cm.metadata.name.startswith("h-")]  # fmt: skip
+
+
 PASSWORD = "s3cr3t-Pa55-7f0c2e"
 
 
@@ -62,8 +78,8 @@ def test_a_password_in_a_secret_appears_nowhere_the_operator_writes(cluster, ope
     from kubernetes import client
 
     cluster.core.create_namespaced_secret(cluster.namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="kafka-creds"), string_data={"username": "app", "password": PASSWORD}))  # fmt: skip
-    auth = {"secretRef": {"name": "kafka-creds"}}
+        metadata=client.V1ObjectMeta(name="streamq-kafka-creds"), string_data={"username": "app", "password": PASSWORD}))  # fmt: skip
+    auth = {"secretRef": {"name": "streamq-kafka-creds"}}
     ok = query_spec(**{"source.kafka.auth": auth, "sink.kafka.auth": auth})
     cluster.apply("creds", ok)
     cluster.wait_driver("creds", 1)
@@ -81,7 +97,7 @@ def test_a_password_in_a_secret_appears_nowhere_the_operator_writes(cluster, ope
     ]
     for text in seen:
         assert PASSWORD not in text
-    assert "kafka-creds" in seen[3] and "kafka-creds" in seen[2]  # referenced by name, mounted by the pod
+    assert "streamq-kafka-creds" in seen[3] and "streamq-kafka-creds" in seen[2]  # referenced by name, mounted by the pod
 
 
 @pytest.fixture
