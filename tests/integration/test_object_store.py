@@ -40,7 +40,7 @@ def _inspect(location: str, store, *args: str, env: dict | None = None) -> subpr
 
 def _jvm_command_lines(job: JobProcess) -> str:
     """The command lines of the job's process group (its JVM among them), as `ps` shows them to anyone."""
-    out = subprocess.run(["ps", "-o", "args=", "-g", str(job.proc.pid)], capture_output=True, text=True)
+    out = subprocess.run(["ps", "-ww", "-o", "args=", "-g", str(job.proc.pid)], capture_output=True, text=True)
     return out.stdout
 
 
