@@ -51,3 +51,26 @@ def test_validation_never_writes_the_real_checkpoint(spark, tmp_path):
     doc = _doc(checkpoint={"location": str(location)})
     analyse(spark, doc)
     assert not location.exists()
+
+
+def test_the_sql_allow_list_is_generated_from_this_sparks_registry(spark):
+    """app/contract/spark_functions.py is Spark's registry for the pinned release: after an
+    upgrade, `hack/gen-spark-functions.py` writes it again and the new functions get a review."""
+    import importlib.util
+    from pathlib import Path
+
+    from app.contract.spark_functions import SPARK_FUNCTIONS, SPARK_VERSION
+
+    script = Path(__file__).resolve().parents[2] / "hack" / "gen-spark-functions.py"
+    loaded = importlib.util.spec_from_file_location("gen_spark_functions", script)
+    generator = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(generator)
+    assert SPARK_VERSION == spark.version
+    assert set(generator.registry_names(spark)) == SPARK_FUNCTIONS, "run hack/gen-spark-functions.py"
+
+
+def test_what_the_allow_list_refuses_really_runs_code_or_reads_files(spark):
+    """The refused functions are not a guess: Spark runs them. reflect calls a Java method,
+    and the TRANSFORM the rules refuse runs a shell in the driver."""
+    assert spark.sql("SELECT reflect('java.lang.System', 'getProperty', 'java.version') AS v").first().v
+    assert spark.sql("SELECT TRANSFORM('x') USING 'cat' AS (v)").first().v == "x"
