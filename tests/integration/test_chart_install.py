@@ -86,6 +86,29 @@ def test_the_network_policy_is_accepted_by_the_api_server(kube_apiserver, instal
     assert result.returncode == 0, result.stderr
 
 
+def test_the_network_policy_blocking_the_metadata_endpoint_is_accepted(kube_apiserver, installed, helm, tmp_path):
+    """The `except` entries the chart adds (cloud metadata endpoints) pass the API server's check
+    that each lies inside its cidr, with values that cover the endpoint every way."""
+    import yaml
+
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"networkPolicy": {
+        "enabled": True,
+        "apiServer": {"cidrs": ["169.254.0.0/16", "10.0.0.1/32"]},
+        "kafka": {"cidrs": ["0.0.0.0/0", "::/0", "169.254.169.254/32"]},
+        "extraEgress": [{"ports": [{"protocol": "TCP", "port": 443}]},
+                        {"to": [{"ipBlock": {"cidr": "fd00::/8", "except": ["fd00:1::/32"]}}]}],
+    }}))  # fmt: skip
+    out = subprocess.run(
+        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"), "--namespace", NAMESPACE,
+         "-f", str(values), "--show-only", "templates/networkpolicy.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "169.254.169.254/32" in out and "fd00:ec2::254/128" in out
+    result = kube_apiserver.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=out, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 SAMPLES = sorted(p for p in (ROOT / "manifests" / "samples").glob("*.yaml") if p.name != "kustomization.yaml")
 
 
