@@ -6,7 +6,7 @@ container; its commands run through the image's own ENTRYPOINT, as its own
 non-root USER, with buildah's chroot isolation:
 
 * the image's config: non-root numeric user, tini + our entrypoint, the env the
-  job reads (STREAMQ_JARS_DIR, SPARK_HOME, JAVA_HOME), no compilers or pip;
+  job reads (STREAMQ_JARS_DIR, STREAMQ_S3A_JARS_DIR, SPARK_HOME, JAVA_HOME), no compilers or pip;
 * ``controller --help``;
 * the rate-to-console sample in continuous mode: once rows appear it runs 40 s
   more and gets SIGTERM; the console sink's rows each have an even ``value`` and
@@ -153,6 +153,7 @@ def test_image_config_runs_as_non_root_through_tini_and_our_entrypoint(container
     assert container.config.get("Cmd") == ["job"]
     env = container.env
     assert env["STREAMQ_JARS_DIR"] == "/opt/streamq/jars/spark-kafka"
+    assert env["STREAMQ_S3A_JARS_DIR"] == "/opt/streamq/jars/s3a"
     assert env["SPARK_HOME"] and env["JAVA_HOME"]
 
     whoami = container.run("id", "-u")
@@ -167,15 +168,18 @@ def test_image_has_java_17_python_and_no_build_tools(container):
     assert tools.stdout.strip() == "", f"build tools in the runtime image: {tools.stdout}"
 
 
-def test_job_finds_the_kafka_connector_jars(container):
+def test_job_finds_the_kafka_connector_and_s3a_jars(container):
     probe = container.run(
         "python", "-c", "import json; from app.pipeline.session import connector_jars; print(json.dumps(connector_jars()))"
     )
     assert probe.returncode == 0, probe.stderr
-    jars = [Path(p).name for p in json.loads(probe.stdout)]
+    paths = json.loads(probe.stdout)
+    jars = [Path(p).name for p in paths]
     assert any(j.startswith("spark-sql-kafka-0-10_2.13-") for j in jars), jars
     assert any(j.startswith("kafka-clients-") for j in jars), jars
-    assert all(p.startswith("/opt/streamq/jars/spark-kafka/") for p in json.loads(probe.stdout))
+    assert any(j.startswith("hadoop-aws-") for j in jars) and any(j.startswith("s3-2.") for j in jars), jars
+    assert not any(j.startswith("bundle-") for j in jars), jars  # the AWS SDK's 686 MB bundle stays out
+    assert all(p.startswith(("/opt/streamq/jars/spark-kafka/", "/opt/streamq/jars/s3a/")) for p in paths), paths
 
 
 def test_operator_help(container):
@@ -267,6 +271,7 @@ def test_executor_entrypoint_starts_spark_kubernetes_executor_backend(container)
     command = dry.stdout
     assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in command, f"{dry.stdout}\n{dry.stderr}"
     assert "/opt/streamq/jars/spark-kafka/\\*" in command, command  # the Kafka jars are on the classpath
+    assert "/opt/streamq/jars/s3a/\\*" in command, command  # and S3A's: state stores write s3a:// checkpoints there
     for flag, value in [("--driver-url", env["SPARK_DRIVER_URL"]), ("--executor-id", "1"), ("--cores", "1"),
                         ("--app-id", "spark-smoke"), ("--hostname", "127.0.0.1"), ("--resourceProfileId", "0"),
                         ("--podName", "smoke-exec-1")]:  # fmt: skip
