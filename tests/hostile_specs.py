@@ -10,7 +10,7 @@ from app.contract.spec import SECRET_KEY_PATTERN
 from tests.support.specs import changed, query_spec
 
 BASE = query_spec()
-PVC = {"persistentVolumeClaim": {"claimName": "checkpoints"}}
+PVC = {"persistentVolumeClaim": {"claimName": "streamq-checkpoints"}}
 
 
 def step(**transform) -> dict:
@@ -232,6 +232,10 @@ REFUSED_BY_POLICY = {
     "path: a file URI with a host": (
         changed(BASE, {"checkpoint.location": "file://opt/streamq/cp"}), "team-a",
         "spec.checkpoint.location", "policy.protectedPaths",
+    ),
+    "path: another application's volume": (
+        changed(BASE, {"checkpoint": {"location": "/checkpoints/cp", "volume": {"persistentVolumeClaim": {"claimName": "postgres-data"}}}}),
+        "team-a", "spec.checkpoint.volume.persistentVolumeClaim.claimName", "policy.allowedClaims",
     ),
     # remote URIs
     "uri: credentials in the checkpoint URI": (

@@ -46,7 +46,8 @@ from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantit
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
 
 OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a query's Spark RPC key
-TENANT_SECRETS = "streamq-*"  # a Secret a namespace's owners made for queries: only they can name one so
+TENANT_SECRETS = "streamq-*"
+TENANT_CLAIMS = "streamq-*"  # likewise for claims: a query never mounts another application's volume  # a Secret a namespace's owners made for queries: only they can name one so
 NAMESPACE_VARIABLE = "${namespace}"
 # Addresses no query has business with: the cloud metadata endpoints (instance credentials).
 METADATA_HOSTS = ("169.254.*", "metadata", "metadata.google.internal", "fd00:ec2::254", "100.100.100.200")
@@ -98,6 +99,11 @@ class Policy(Model):
     allowed_volumes: tuple[VolumeKind, ...] = Field(
         default=(VolumeKind.PERSISTENT_VOLUME_CLAIM, VolumeKind.EMPTY_DIR),
         description="Kinds of checkpoint.volume a query may use. hostPath is off unless listed.",
+    )
+    allowed_claims: tuple[str, ...] = Field(
+        default=(TENANT_CLAIMS,),
+        description="PersistentVolumeClaims a query may mount as checkpoint.volume (in its own namespace). Default: "
+        f"those made for queries ({TENANT_CLAIMS}), not another application's data; '*': any claim.",
     )
     host_path_prefixes: tuple[Annotated[str, StringConstraints(pattern=r"^/")], ...] = Field(
         default=("/var/lib/streamq",),
@@ -281,6 +287,17 @@ def _volumes(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: s
     for kind, source in chosen.items():
         if source is not None and kind not in policy.allowed_volumes:
             yield f".checkpoint.volume.{kind}", f"{kind} volumes are not allowed (allowed: {allowed})"
+
+
+def _claims(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    volume = spec.checkpoint.volume
+    if volume is None or volume.persistent_volume_claim is None:
+        return
+    claim = volume.persistent_volume_claim.claim_name
+    if not matches(claim, policy.allowed_claims):
+        yield ".checkpoint.volume.persistentVolumeClaim.claimName", (
+            f"claim {claim} is not allowed (allowed: {_listed(policy.allowed_claims)})"
+        )
 
 
 def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -633,6 +650,7 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.allowSparkUI", _spark_ui),
     PolicyRule("policy.allowStandby", _standby),
     PolicyRule("policy.allowedVolumes", _volumes),
+    PolicyRule("policy.allowedClaims", _claims),
     PolicyRule("policy.hostPathPrefixes", _host_path),
     PolicyRule("policy.protectedPaths", _checkpoint_paths),
     PolicyRule("policy.checkpointRoots", _checkpoint_roots),

@@ -110,7 +110,7 @@ def _commits(directory: Path) -> int:
 def test_checkpoint_on_a_persistent_volume(cluster, kafka, sq):
     test = "checkpoint on a PV, driver deleted"
     name = sq.name("pv")
-    pv, pvc = f"{name}-checkpoints", "checkpoints-" + name
+    pv, pvc = f"{name}-checkpoints", "streamq-checkpoints-" + name  # named for queries (policy.allowedClaims)
     pv_dir = cluster.node_dir(f"{name}-pv")
     cluster.apply(yaml.safe_dump_all([
         {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv, "labels": {"streamq-e2e": "faults"}},

@@ -57,7 +57,7 @@ def _check_retryable(sq, name: str, status: dict, reason: str) -> None:
 
 def test_a_missing_pvc_is_said_and_the_query_starts_once_it_exists(cluster, kafka, sq):
     name = sq.name("nopvc")
-    claim = f"{name}-checkpoints"
+    claim = f"streamq-{name}"  # a claim named for queries (policy.allowedClaims)
     source = kafka.create_topic(f"{name}-payments", partitions=2)
     sink = kafka.create_topic(f"{name}-flagged", partitions=1)
     spec = fraud_spec(source, sink, None, **{"checkpoint.volume": {"persistentVolumeClaim": {"claimName": claim}}})

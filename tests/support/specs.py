@@ -47,7 +47,7 @@ RATE_TO_CONSOLE: dict[str, Any] = {
     "source": {"rate": {"rowsPerSecond": 5, "numPartitions": 1}},
     "transforms": [{"where": "value % 2 = 0"}],
     "sink": {"console": {}},
-    "checkpoint": {"location": "/checkpoints/q", "volume": {"persistentVolumeClaim": {"claimName": "checkpoints"}}},
+    "checkpoint": {"location": "/checkpoints/q", "volume": {"persistentVolumeClaim": {"claimName": "streamq-checkpoints"}}},
     "runtime": {"parallelism": 2},
     "restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3},
 }
