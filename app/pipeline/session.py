@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.contract import JARS_DIR_ENV, S3A_JARS_DIR_ENV
+from app.contract import JARS_DIR_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
 from app.contract.checkpoint import local_path
 from app.contract.spec import QuerySpec
 from app.pipeline.credentials import s3a_hadoop_secrets
@@ -39,7 +39,6 @@ LOCAL_CHECKPOINT_CONF = {
 # replaces the application id (a new one every start) in the metric names, so a series survives a
 # restart; the query's own name stays in them (spark.streaming.<queryName>.*): the chart's
 # PodMonitor turns it into a `query` label (charts/streamq/files/driver-relabelings.yaml).
-SPARK_UI_PORT = 4040
 METRICS_NAMESPACE = "streamq"
 SPARK_UI_CONF = {
     "spark.ui.enabled": "true",

@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.contract.names import SPARK_UI_PORT
 from controller import names
 from controller.decide.draft import Decision, Inputs
 
-SPARK_UI_PORT = 4040  # app.pipeline.session.SPARK_UI_PORT (the driver serves it; a test keeps them equal)
 COMPONENT_SPARK_UI = "spark-ui"
 
 

@@ -429,7 +429,7 @@ def test_schema_rejects(helm, tmp_path, values):
 
 def test_driver_pod_monitor_scrapes_the_spark_ui_port_with_the_query_label(helm, tmp_path):
     """spec.runtime.sparkUI drivers serve Spark's metrics on the port render.driver_pod names spark-ui."""
-    from controller.decide.spark_ui import SPARK_UI_PORT
+    from app.contract.names import SPARK_UI_PORT
 
     assert not by_kind(render(helm, tmp_path), "PodMonitor")
     values = {"metrics": {"enabled": True, "port": 9090, "driverPodMonitor": {"enabled": True, "labels": {"release": "prom"}}}}

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from app.contract.names import SPARK_UI_PORT
 from controller import render
 from controller.decide import ApplySparkUIService, DeleteSparkUIService
-from controller.decide.spark_ui import SPARK_UI_PORT, service_name
+from controller.decide.spark_ui import service_name
 from controller.observe import DriverPhase
 from tests.unit.controller.test_decide_standby import STANDBY
 from tests.unit.controller.world import World, base_spec
