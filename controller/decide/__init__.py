@@ -36,6 +36,7 @@ from app.contract.problems import SpecError
 from dataclasses import replace
 
 from controller.decide import drivers, restart, spark_ui, standby
+from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
                                      ReleaseLease)
 from controller.decide.gate import checkpoint_gate, held
@@ -74,7 +75,8 @@ def _decide(inputs: Inputs) -> Decision:
     run_spec, checkpoint = checkpoint_gate(d, desired)
     drivers.terminating(d, inputs.drivers, desired)  # a pod its lost node never lets go: said, then forced
     run_hash = spec_hash(run_spec, checkpoint.location)
-    d.status.mode = run_spec.mode if d.refusal is None else (old.mode or run_spec.mode)  # refused: the old one runs
+    refused = d.problem(ProblemKind.REFUSED_CHANGE) is not None
+    d.status.mode = run_spec.mode if not refused else (old.mode or run_spec.mode)  # refused: the old one runs
 
     # the current driver: the newest of ours that is not a waiting standby; older ones must go
     standbys = standby.candidates(mine, old.attempt)
@@ -114,7 +116,7 @@ def _decide(inputs: Inputs) -> Decision:
         return drivers.suspend(d, current)
 
     # a refused change: the previous spec's driver goes on; none is started (gate.held)
-    if d.refusal is not None:
+    if refused:
         if current is None:
             return held(d)
         run_hash = current.spec_hash
@@ -127,8 +129,9 @@ def _decide(inputs: Inputs) -> Decision:
         return restart.failed(d, gone, run_spec, reason=Reason.DRIVER_LOST)
     if current.deleting:
         d.wait(WAIT_FOR_DELETION_S)
-        if d.stuck is not None:  # what the user must know first: nothing starts until that pod is gone
-            d.phase(d.status.phase or Phase.PENDING, Reason.DRIVER_STUCK_TERMINATING, d.stuck)
+        stuck = d.problem(ProblemKind.STUCK_TERMINATING)
+        if stuck is not None:  # what the user must know first: nothing starts until that pod is gone
+            d.phase(d.status.phase or Phase.PENDING, Reason.DRIVER_STUCK_TERMINATING, stuck.message)
         elif d.status.phase is None:
             d.phase(Phase.PENDING, Reason.WAITING_FOR_OLD_DRIVER, f"waiting for driver {current.name} to terminate")
         return d.finish("wait")

@@ -1,8 +1,8 @@
 """What a decision is made of, and the draft every decision step writes into (pure).
 
-A step reads :class:`Inputs`, changes the draft's status, adds actions, events and
-waits, and ends with ``draft.finish(verb)``: the :class:`Decision` the reconciler
-carries out.
+A step reads :class:`Inputs`, changes the draft's status, adds actions, events,
+waits and the problems it finds (``conditions.ProblemKind``), and ends with
+``draft.finish(verb)``: the :class:`Decision` the reconciler carries out.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from app.contract.policy import OperatorFacts, Policy
-from controller.decide.conditions import conditions
+from controller.decide.conditions import Problem, ProblemKind, conditions
 from controller.observe import Driver
 from controller.phases import Phase
 from controller.run import Run
@@ -82,12 +82,7 @@ class Draft:
     inputs: Inputs
     status: QueryStatus
     reason: str | None = None  # None: keep the reason the conditions have
-    refusal: str | None = None  # the checkpoint gate refused the spec
-    stall: str | None = None  # the running driver reports a stall
-    silence: str | None = None  # the running driver stopped reporting
-    unavailable: str | None = None  # the running driver waits for a broker that does not answer
-    blocked: str | None = None  # the driver cannot start (unschedulable, an image it cannot pull)
-    stuck: str | None = None  # a driver pod Terminating long past its grace period
+    problems: list[Problem] = field(default_factory=list)  # what is wrong: at most one of each kind
     standby: Driver | None = None  # a live standby driver of the spec that runs (spec.runtime.standby)
     actions: list = field(default_factory=list)
     events: list = field(default_factory=list)
@@ -117,11 +112,17 @@ class Draft:
     def phase(self, phase: Phase, reason: str, message: str) -> None:
         self.status.phase, self.reason, self.status.message = phase, reason, message
 
+    def add_problem(self, kind: ProblemKind, message: str, reason: str | None = None) -> None:
+        """Say what is wrong (the conditions follow ``kind``); a later one of the same kind replaces it."""
+        self.problems = [p for p in self.problems if p.kind is not kind] + [Problem.of(kind, message, reason)]
+
+    def problem(self, kind: ProblemKind) -> Problem | None:
+        return next((p for p in self.problems if p.kind is kind), None)
+
     def finish(self, verb: str) -> Decision:
         self.status.conditions = conditions(
-            self.old, self.status, self.reason, refusal=self.refusal, stall=self.stall, silence=self.silence,
-            unavailable=self.unavailable, stuck=self.stuck, now=self.inputs.now, generation=self.inputs.generation, blocked=self.blocked,
-        )  # fmt: skip
+            self.old, self.status, self.reason, self.problems, now=self.inputs.now, generation=self.inputs.generation
+        )
         return Decision(
             verb=verb,
             status=self.status,

@@ -15,6 +15,7 @@ from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
 from app.contract.spec import QuerySpec, duration_ms
 from controller.decide import health, restart
+from controller.decide.conditions import ProblemKind
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
 from controller.observe import Driver
 from controller.phases import ConditionType, Phase, Reason
@@ -42,11 +43,12 @@ def terminating(d: Draft, drivers: tuple[Driver, ...], run_spec: QuerySpec) -> N
                     f"driver {x.name} was Terminating {late:.0f}s past its grace period (its node is gone?): force-deleted "
                     f"after restartPolicy.forceDeleteAfter {run_spec.restart_policy.force_delete_after}")  # fmt: skip
             continue
-        d.stuck = (f"driver {x.name} has been Terminating {late:.0f}s past its grace period (is its node down?); the next "
-                   f"driver waits for it; it is force-deleted at {format_time(force_at)} (restartPolicy.forceDeleteAfter)")  # fmt: skip
+        stuck = (f"driver {x.name} has been Terminating {late:.0f}s past its grace period (is its node down?); the next "
+                 f"driver waits for it; it is force-deleted at {format_time(force_at)} (restartPolicy.forceDeleteAfter)")  # fmt: skip
+        d.add_problem(ProblemKind.STUCK_TERMINATING, stuck)
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.DRIVER_STUCK_TERMINATING or previous.status != "True":
-            d.event("Warning", Reason.DRIVER_STUCK_TERMINATING, d.stuck)
+            d.event("Warning", Reason.DRIVER_STUCK_TERMINATING, stuck)
         d.wait((force_at - now).total_seconds())
 
 
@@ -85,8 +87,9 @@ def no_driver(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attem
         names_ = ", ".join(x.name for x in blockers)
         if d.status.phase is None:
             d.status.phase = Phase.PENDING
-        d.reason = Reason.DRIVER_STUCK_TERMINATING if d.stuck else Reason.WAITING_FOR_OLD_DRIVER
-        d.status.message = d.stuck or f"waiting for {names_} to be deleted before starting a driver"
+        stuck = d.problem(ProblemKind.STUCK_TERMINATING)
+        d.reason = Reason.DRIVER_STUCK_TERMINATING if stuck else Reason.WAITING_FOR_OLD_DRIVER
+        d.status.message = stuck.message if stuck else f"waiting for {names_} to be deleted before starting a driver"
         d.wait(WAIT_FOR_DELETION_S)
         return d.finish("wait")
     held_back = restart.lost_or_waiting(d, run_spec)
@@ -185,7 +188,7 @@ def starting(d: Draft, current: Driver) -> Decision:
     if not same_cause:
         d.event("Warning", reason, message)
     d.phase(Phase.STARTING, reason, message)
-    d.blocked = message
+    d.add_problem(ProblemKind.CANNOT_START, message, reason)
     return d.finish("wait")
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract.spec import IncompatibleChange, QuerySpec
+from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Decision, Draft
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import fields_hash
@@ -29,17 +30,18 @@ from controller.status import CheckpointStatus, Reconciled
 
 
 def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec, CheckpointStatus]:
-    """(the spec to run, the checkpoint to run it on). A refusal is left in ``d.refusal``
+    """(the spec to run, the checkpoint to run it on). A refusal is a REFUSED_CHANGE problem
     (and said in an event when it is new): the spec returned is then the desired one,
     which is not started (``held``); only its ``suspend`` and restart policy apply."""
     old = d.old
     last = old.reconciled
     incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
     if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE:
-        d.refusal = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
+        message = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
+        d.add_problem(ProblemKind.REFUSED_CHANGE, message)
         previous = old.condition(ConditionType.DEGRADED)
-        if previous is None or previous.reason != Reason.INCOMPATIBLE_CHANGE or previous.message != d.refusal:
-            d.event("Warning", Reason.INCOMPATIBLE_CHANGE, d.refusal)
+        if previous is None or previous.reason != Reason.INCOMPATIBLE_CHANGE or previous.message != message:
+            d.event("Warning", Reason.INCOMPATIBLE_CHANGE, message)
         incompatible = None
     checkpoint = _effective_checkpoint(desired, last, old.checkpoint, fresh=incompatible is not None)
     return desired, checkpoint

@@ -10,6 +10,7 @@ in an event. Reported, never acted on.
 from __future__ import annotations
 
 from controller import progress as reports
+from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Draft
 from controller.observe import Driver
 from controller.phases import ConditionType, Reason
@@ -18,23 +19,27 @@ from controller.phases import ConditionType, Reason
 def reported(d: Draft, current: Driver) -> None:
     """What the running driver said about itself: a stall, silence, a checkpoint it had to start afresh."""
     attempt = current.attempt or d.status.attempt
-    d.stall = reports.stalled(d.status.progress, attempt)
-    if d.stall is not None:
+    stall = reports.stalled(d.status.progress, attempt)
+    if stall is not None:
+        d.add_problem(ProblemKind.STALLED, stall)
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
-            d.event("Warning", Reason.STALLED, f"driver {current.name}: {d.stall}")
-    d.unavailable = reports.unavailable(d.status.progress, attempt)
-    if d.unavailable is not None:
+            d.event("Warning", Reason.STALLED, f"driver {current.name}: {stall}")
+    unavailable = reports.unavailable(d.status.progress, attempt)
+    if unavailable is not None:
+        d.add_problem(ProblemKind.SOURCE_UNAVAILABLE, unavailable)
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.SOURCE_UNAVAILABLE or previous.status != "True":
-            d.event("Warning", Reason.SOURCE_UNAVAILABLE, f"driver {current.name}: {d.unavailable}")
+            d.event("Warning", Reason.SOURCE_UNAVAILABLE, f"driver {current.name}: {unavailable}")
     restarts = reports.in_place_restarts(d.status.progress, attempt)
     if restarts > reports.in_place_restarts(d.old.progress, attempt):
         why = (d.status.progress or {}).get("lastInPlaceRestart") or "a transient failure"
         d.event("Warning", Reason.RESTARTED_IN_PLACE,
                 f"driver {current.name} restarted its query from the checkpoint without a new pod "
                 f"({restarts} so far): {why}")  # fmt: skip
-    d.silence = _silence(d, current, attempt)
+    silence = _silence(d, current, attempt)
+    if silence is not None:
+        d.add_problem(ProblemKind.UNRESPONSIVE, silence)
     found = reports.recovered(d.status.progress, attempt)
     if found is not None and reports.recovered(d.old.progress, attempt) is None:
         location = d.status.checkpoint.location if d.status.checkpoint else "?"
