@@ -3,7 +3,9 @@
 Everything that can be decided without Kubernetes is in ``decide``; this module
 only fetches the inputs and carries out the decision, in a safe order:
 children first (a retry finds them by name), the status last, guarded by the
-resourceVersion it was decided on.
+resourceVersion it was decided on. Acting decides nothing: when the API refuses
+to create the driver, acting stops and says why, and the status written is
+``creation_failed``'s (which says so and retries) instead of the decision's.
 """
 
 from __future__ import annotations
@@ -85,7 +87,9 @@ def reconcile_once(
         facts=settings.facts,
     )
     decision = decide(inputs)
-    decision = _act(kube, settings, body, inputs, decision, log)
+    refused = _act(kube, settings, body, inputs, decision, log)
+    if refused is not None:
+        decision = creation_failed(decision, inputs, refused, CREATE_RETRY_S)
     new_status = decision.status.dump()
     patch = status_patch(raw_status, new_status)
     if not patch:
@@ -100,7 +104,9 @@ def reconcile_once(
     return Outcome(decision, body)
 
 
-def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log) -> Decision:
+def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log) -> str | None:
+    """Carry out the decision's actions in order; None when all were, else why the API refused
+    to create the driver (the actions after it are not carried out)."""
     for action in decision.actions:
         if isinstance(action, DeleteDriver):
             log.info("%sdeleting %s %s: %s", "force-" if action.force else "", action.kind, action.name, action.reason)
@@ -143,8 +149,8 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
             except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down
                 message = api_message(exc)
                 log.warning("cannot create the driver of %s: %s", inputs.name, message)
-                return creation_failed(decision, inputs, message, CREATE_RETRY_S)
-    return decision
+                return message
+    return None
 
 
 def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> dict | None:
