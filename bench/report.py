@@ -3,11 +3,16 @@
     .venv/bin/python -m bench.report                 # print the tables of the newest results
     .venv/bin/python -m bench.report FILE...         # of given result files
     .venv/bin/python -m bench.report --write         # re-render every block of docs/benchmarks.md
-    .venv/bin/python -m bench.report --write --latest   # ... after pointing each block at the newest file of its kind
+    .venv/bin/python -m bench.report --write --latest   # ... after pointing the blocks that follow the latest at the newest file
+    .venv/bin/python -m bench.report --write --repoint FILE   # ... after pointing the blocks citing FILE at the newest of its kind
 
 A block in the page is ``<!-- bench.report FILE -->`` ... ``<!-- /bench.report -->``:
 everything between the two lines is generated from FILE, so a table cannot drift from
-the JSON it names.
+the JSON it names. A block that names its file keeps it: the sentences around it quote
+that run. Only a block marked ``<!-- bench.report latest FILE -->`` (the current figure
+of its kind) follows the newest file of FILE's kind under ``--latest``; a block that names no file but a kind,
+``<!-- bench.report KIND -->``, is given the newest file of KIND.
+``--repoint FILE`` moves the blocks citing FILE, marked or not, on purpose.
 """
 
 from __future__ import annotations
@@ -16,11 +21,12 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from bench.common import ROOT, latest_results, table
 
 PAGE = ROOT / "docs" / "benchmarks.md"
-BLOCK = re.compile(r"(<!-- bench\.report (?P<file>\S+) -->\n)(?P<body>.*?)(<!-- /bench\.report -->)", re.S)
+BLOCK = re.compile(r"(<!-- bench\.report (?P<follow>latest )?(?P<file>\S+) -->\n)(?P<body>.*?)(<!-- /bench\.report -->)", re.S)
 
 
 def load_line(r: dict) -> str:
@@ -228,21 +234,30 @@ def kind_of(path: Path) -> str:
     return path.name.rsplit("-", 1)[0]
 
 
-def write_page(page: Path = PAGE, latest: bool = False) -> list[str]:
-    """Re-render every block of the page; with ``latest``, point each block at the newest file of its family first."""
+def write_page(page: Path = PAGE, latest: bool = False, repoint: Sequence[str] = ()) -> list[str]:
+    """Re-render every block of the page from the file it cites. With ``latest``, a block marked
+    ``latest`` is pointed at the newest file of its kind first; a block that only names its file
+    keeps it. ``repoint`` names cited files whose blocks move to the newest of their kind anyway."""
     text = page.read_text()
     cited = []
+    moved = {str(Path(f)) for f in repoint}
 
     def block(m: re.Match) -> str:
         if "*" in m["file"]:  # an A/B: every run the pattern names, side by side
             runs = sorted(ROOT.glob(m["file"]))
             cited.extend(str(p.relative_to(ROOT)) for p in runs)
-            return f"<!-- bench.report {m['file']} -->\n{runs_side_by_side(runs)}\n\n<!-- /bench.report -->"
-        path = ROOT / m["file"]
-        if latest:
-            path = latest_results(kind_of(path), path.parent) or path
+            return f"<!-- bench.report {m['follow'] or ''}{m['file']} -->\n{runs_side_by_side(runs)}\n\n<!-- /bench.report -->"
+        if not m["file"].endswith(".json"):  # a kind, no file yet: the newest (then kept, unless marked latest)
+            path = latest_results(m["file"], ROOT / "bench" / "results")
+            if path is None:
+                raise SystemExit(f"{page}: no results file of kind {m['file']!r} for its block")
+        else:
+            path = ROOT / m["file"]
+            if (latest and m["follow"]) or m["file"] in moved:
+                path = latest_results(kind_of(path), path.parent) or path
         cited.append(str(path.relative_to(ROOT)))
-        return f"<!-- bench.report {path.relative_to(ROOT)} -->\n{render(path).rstrip()}\n\n<!-- /bench.report -->"
+        return (f"<!-- bench.report {m['follow'] or ''}{path.relative_to(ROOT)} -->\n{render(path).rstrip()}\n\n"
+                f"<!-- /bench.report -->")
 
     page.write_text(BLOCK.sub(block, text))
     return cited
@@ -251,7 +266,8 @@ def write_page(page: Path = PAGE, latest: bool = False) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = list(argv if argv is not None else sys.argv[1:])
     if args[:1] == ["--write"]:
-        for cited in write_page(latest="--latest" in args):
+        repoint = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--repoint"]
+        for cited in write_page(latest="--latest" in args, repoint=repoint):
             print(f"rendered {cited}")
         return 0
     files = [Path(a) for a in args] or [p for p in (latest_results("latency"), latest_results("recovery-continuous"),
