@@ -1,4 +1,4 @@
-"""What every benchmark shares: the machine it ran on, the load around it, percentiles,
+"""What every benchmark shares: the machine it ran on, the load around it,
 a printed table and one JSON file per run under bench/results/.
 
 Benchmarks are not tests: they print figures and never assert on them.
@@ -229,14 +229,6 @@ def autogroup_enabled() -> bool:
         return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
     except OSError:
         return False
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Nearest-rank percentile of already sorted values (q in 0..100)."""
-    if len(sorted_values) == 0:
-        return None
-    rank = max(1, min(len(sorted_values), int(-(-q * len(sorted_values) // 100))))
-    return float(sorted_values[rank - 1])
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.dev.payments import percentile
 from bench.common import (
     LoadSampler,
     git_commit,
@@ -35,7 +36,6 @@ from bench.common import (
     machine,
     now_iso,
     other_cpu_hogs,
-    percentile,
     table,
     tree_cpu_seconds,
     write_results,

@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, percentile, table, write_results
+from app.dev.payments import percentile
+from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, table, write_results
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 
 QUERY_STARTED = " started in "  # the job's log line once query.start() returned

@@ -104,3 +104,14 @@ def test_the_report_names_the_stretched_windows():
                                                  {"path": "realTime30s", "steps": steps(60.0)}]}
     assert measured_windows(r) == "12 s (realTime30s 60 s: whole batches, at least two)"
     assert measured_windows({"settings": {"measure": 12.0}, "runs": [{"path": "baseline", "steps": [{"rate": 1}]}]}) == "12 s"
+
+
+def test_the_one_percentile_takes_a_sorted_numpy_array_as_it_is():
+    import numpy as np
+
+    from app.dev.payments import percentile
+
+    values = np.arange(1, 1001, dtype=float)
+    assert percentile(values, 99, presorted=True) == 990.0 == percentile(list(values[::-1]), 99)
+    assert percentile(values, 100, presorted=True) == 1000.0 and percentile(values, 0, presorted=True) == 1.0
+    assert percentile(np.array([]), 50, presorted=True) is None
