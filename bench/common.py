@@ -231,24 +231,49 @@ def autogroup_enabled() -> bool:
         return False
 
 
+def cell(v: Any) -> str:
+    """A figure as the tables show it: ``-`` for nothing, thousands separated, fewer decimals the larger it is."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if abs(v) < 10:
+            return f"{v:.2f}"
+        return f"{v:.1f}" if abs(v) < 1000 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return str(v)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A Markdown table (prints fine in a terminal, pastes into docs/benchmarks.md)."""
-
-    def cell(v: Any) -> str:
-        if v is None:
-            return "-"
-        if isinstance(v, float):
-            if abs(v) < 10:
-                return f"{v:.2f}"
-            return f"{v:.1f}" if abs(v) < 1000 else f"{v:,.0f}"
-        if isinstance(v, int) and not isinstance(v, bool):
-            return f"{v:,}"
-        return str(v)
-
+    """A Markdown table: what docs/benchmarks.md holds (bench.report) and the results files keep."""
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     line = lambda values: "| " + " | ".join(v.rjust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|", *map(line, cells)])
+
+
+def rich_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None):
+    """The same table for a terminal (rich); cells are text, never rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = Table(title=title)
+    for h in headers:
+        out.add_column(Text(h), justify="right")
+    for row in rows:
+        out.add_row(*(Text(cell(v)) for v in row))
+    return out
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None, file=None) -> None:
+    """A rich table on a terminal; the Markdown table elsewhere (a log, a pipe: no wrapping, pastes into the docs)."""
+    from rich.console import Console
+
+    console = Console(file=file)
+    if console.is_terminal:
+        console.print(rich_table(headers, rows, title))
+    else:
+        print((f"{title}\n\n" if title else "") + table(headers, rows), file=file or sys.stdout, flush=True)
 
 
 def write_results(bench: str, payload: dict[str, Any], results_dir: Path | None = None) -> Path:

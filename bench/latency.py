@@ -53,7 +53,7 @@ from bench.common import (
     other_cpu_hogs,
     set_autogroup_nice,
     jvm_thread_seconds,
-    table,
+    print_table,
     tree_sched_seconds,
     write_results,
 )
@@ -375,7 +375,8 @@ def cells(runs: list[dict]) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: dict) -> tuple[list[str], list[list]]:
+    """The headers and rows printed at the end of a run."""
     def span(figure: dict | None, key: str) -> str:
         f = (figure or {}).get(key)
         return f"{f['median']:.1f} ({f['min']:.1f}-{f['max']:.1f})" if f else "-"
@@ -387,8 +388,8 @@ def summary_table(results: dict) -> str:
             rows.append([path, int(rate), m["repetitions"], span(m, "p50"), span(m, "p99"), span(m, "p99.9"),
                          span(c, "p99"), m.get("splitP50Ms", {}).get("sourceAppendToSinkSend"), m["lost"],
                          cell["sustainedIn"]])  # fmt: skip
-    return table(["path", "rate/s", "reps", "p50 ms", "p99 ms", "p99.9 ms", "cold p99 ms",
-                  "broker -> sink send p50 ms", "lost", "kept up"], rows)  # fmt: skip
+    return ["path", "rate/s", "reps", "p50 ms", "p99 ms", "p99.9 ms", "cold p99 ms",
+            "broker -> sink send p50 ms", "lost", "kept up"], rows  # fmt: skip
 
 
 def parse_kv(text: str) -> tuple[str, str]:
@@ -467,8 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             log(f"kept {workdir} for its logs")
     results["cells"] = cells(results["runs"])
-    text = summary_table(results)
-    print(text, flush=True)
+    print_table(*summary_table(results))
     path = write_results(f"latency-{args.label}" if args.label else "latency", results,
                          RESULTS_DIR / "tuning" if args.label else None)  # fmt: skip
     log(f"wrote {path}")

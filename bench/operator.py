@@ -36,6 +36,7 @@ from bench.common import (
     machine,
     now_iso,
     other_cpu_hogs,
+    print_table,
     table,
     tree_cpu_seconds,
     write_results,
@@ -263,14 +264,14 @@ def main(argv: list[str] | None = None) -> int:
     r = run(args)
     cpu, rss = r["operatorCpuSeconds"], r["operatorRss"]
     q, a = r["queryCreatedToDriverCreatedS"], r["applyStartToDriverCreatedS"]
-    text = table(
+    headers, rows = (
         ["queries", "kubectl apply s", "all drivers s", "all statuses s", "apply->driver p50 s", "p99 s", "max s",
          "query->driver p50 s", "p99 s", "CPU s burst", f"CPU s quiet {cpu['quietWindowS']:.0f}s", "peak RSS MiB", "load1"],
         [[r["queries"], r["applySeconds"], r["allDriversAfterS"], r["allStatusesAfterS"], a["p50"], a["p99"], a["max"],
           q["p50"], q["p99"], cpu["burst"], cpu["quiet"], rss["vmHWMMiB"] or rss["sampledPeakMiB"], r["load"].get("load1Mean")]],
     )  # fmt: skip
-    print(text, flush=True)
-    r["table"] = text
+    print_table(headers, rows)
+    r["table"] = table(headers, rows)
     path = write_results("operator", r)
     log(f"wrote {path}")
     return 0

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from app.dev.payments import percentile
-from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, table, write_results
+from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, print_table, table, write_results
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 
 QUERY_STARTED = " started in "  # the job's log line once query.start() returned
@@ -300,12 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToQueryStartedS"], k["restartToFirstOutputS"],
              k["killToFirstOutputS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip
     s = results["summary"]
-    text = table(["kill", "committed at kill", "restart -> query started s", "restart -> first output s",
-                  "kill -> first output s", "duplicates"], rows)  # fmt: skip
-    text += (f"\n\n{args.mode} at {args.rate:,} records/s: {s['recordsSent']:,} sent, {s['recordsExpected']:,} pass the filter, "
-             f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
-    print(text, flush=True)
-    results["table"] = text
+    headers = ["kill", "committed at kill", "restart -> query started s", "restart -> first output s",
+               "kill -> first output s", "duplicates"]  # fmt: skip
+    line = (f"{args.mode} at {args.rate:,} records/s: {s['recordsSent']:,} sent, {s['recordsExpected']:,} pass the filter, "
+            f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
+    print_table(headers, rows)
+    print(f"\n{line}", flush=True)
+    results["table"] = f"{table(headers, rows)}\n\n{line}"
     how = "-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place else ""
     path = write_results(f"recovery-{args.mode}{how}", results)
     log(f"wrote {path}")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency_stats as stats
-from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, table, write_results
+from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, print_table, write_results
 from bench.latency import PATHS, ModeRun, jvm_cores_between, kept_going, parse_kv, warm_broker
 from bench.latency_clients import read_received
 
@@ -56,14 +56,15 @@ def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict
     return result
 
 
-def summary_table(results: dict) -> str:
+def summary_table(results: dict) -> tuple[list[str], list[list]]:
+    """The headers and rows printed at the end of a run."""
     rows = []
     for r in results["runs"]:
         for w in r["windows"]:
             lat, jvm = w["latencyMs"], w.get("jvmCores") or {}
             rows.append([r["path"], f"{w['fromS']:.0f}-{w['toS']:.0f}", lat["p50"], lat["p99"], lat["p99.9"],
                          w["expected"] - w["received"], jvm.get("jit", "-"), jvm.get("gc", "-"), jvm.get("other", "-")])  # fmt: skip
-    return table(["path", "s after ramp", "p50 ms", "p99 ms", "p99.9 ms", "lost", "JIT cores", "GC cores", "other cores"], rows)
+    return ["path", "s after ramp", "p50 ms", "p99 ms", "p99.9 ms", "lost", "JIT cores", "GC cores", "other cores"], rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         results["finished"] = now_iso()
         broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(summary_table(results), flush=True)
+    print_table(*summary_table(results))
     out = write_results(f"settle-{args.label}" if args.label else "settle", results,
                         RESULTS_DIR / "tuning" if args.label else None)  # fmt: skip
     log(f"wrote {out}")
