@@ -21,7 +21,8 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
 
-# The test support is reused, not copied: the repository root must be importable.
+# The repository root must be importable: app, and the test support the harnesses reuse
+# rather than copy (tests.support.jobs, .kube, .operator, .specs; bench.chaos the e2e cluster).
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -296,8 +297,8 @@ def log(message: str) -> None:
 
 
 def kafka_broker(workdir: Path):
-    """tests/support/kafka.py's KafkaBroker in ``workdir``."""
-    from tests.support.kafka import KafkaBroker
+    """app/dev/broker.py's KafkaBroker (the one `streamq dev` and the tests start) in ``workdir``."""
+    from app.dev.broker import KafkaBroker
 
     return KafkaBroker(workdir=workdir)
 

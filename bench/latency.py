@@ -118,7 +118,7 @@ class ModeRun:
     """One path: its topics, its job (none for the baseline), a producer and a consumer process."""
 
     def __init__(self, mode: str, broker, workdir: Path, args):
-        from tests.support.kafka import make_topic_name
+        from app.dev.broker import make_topic_name
 
         self.mode, self.broker, self.args = mode, broker, args
         self.workdir = workdir / f"{mode}-{time.monotonic_ns()}"

@@ -432,10 +432,7 @@ class ProfiledRun(ModeRun):
     log_level = "ERROR"
 
     def _start_job(self) -> None:
-        try:
-            from tests.support.jobs import JobProcess
-        except ImportError:  # before the tests' refactoring
-            from tests.integration.jobs import JobProcess
+        from tests.support.jobs import JobProcess
 
         super()._start_job()
         if self.log_level != "ERROR":  # start it again with the level asked for
