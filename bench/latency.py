@@ -399,6 +399,15 @@ def parse_kv(text: str) -> tuple[str, str]:
     return key, value
 
 
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    """The options every harness that starts a job through ModeRun takes: the topics' partitions,
+    Spark confs and the Kafka source's and sink's options (bench.report's A/B tables show them)."""
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
+    parser.add_argument("--source-option", type=parse_kv, action="append", default=[], help="Kafka source option k=v")
+    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[], help="Kafka sink option k=v")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--paths", "--modes", dest="paths", default=",".join(ALL_PATHS), help="comma separated, from " + ",".join(ALL_PATHS))
@@ -414,10 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", type=float, default=12.0, help="seconds measured per rate")
     parser.add_argument("--drain-timeout", type=float, default=15.0)
     parser.add_argument("--broker-warmup", type=float, default=20.0, help="seconds of unrecorded traffic before the first path")
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
-    parser.add_argument("--source-option", type=parse_kv, action="append", default=[], help="Kafka source option k=v")
-    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[], help="Kafka sink option k=v")
+    add_job_options(parser)
     parser.add_argument("--quick", action="store_true", help="one short repetition: checks the harness")
     parser.add_argument("--label", default="", help="a word for the results file (a setting tried: goes to tuning/)")
     parser.add_argument("--no-plots", action="store_true")

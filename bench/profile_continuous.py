@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS_DIR, LoadSampler, kafka_broker, log, now_iso, set_autogroup_nice, utc_stamp
-from bench.latency import ModeRun, parse_kv
+from bench.latency import ModeRun, add_job_options
 
 ATTR_DIR = RESULTS_DIR / "attribution"
 KAFKA_APIS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
@@ -634,10 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--warmup", type=float, default=40.0, help="seconds at --rate before profiling")
     parser.add_argument("--window", type=float, default=15.0, help="seconds profiled (and measured)")
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--conf", type=parse_kv, action="append", default=[])
-    parser.add_argument("--source-option", type=parse_kv, action="append", default=[])
-    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[])
+    add_job_options(parser)
     parser.add_argument("--label", default="")
     parser.add_argument("--spark-log-level", default="ERROR",
                         help="the job's STREAMQ_SPARK_LOG_LEVEL: ERROR as bench.latency runs it, WARN as a pod runs it")

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import latency_stats as stats
 from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, print_table, write_results
-from bench.latency import PATHS, ModeRun, jvm_cores_between, kept_going, parse_kv, warm_broker
+from bench.latency import PATHS, ModeRun, jvm_cores_between, add_job_options, kept_going, warm_broker
 from bench.latency_clients import read_received
 
 
@@ -76,10 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ramp", type=float, default=15.0, help="seconds at 1k/s before the rate")
     parser.add_argument("--broker-warmup", type=float, default=20.0)
     parser.add_argument("--drain-timeout", type=float, default=15.0)
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
-    parser.add_argument("--source-option", type=parse_kv, action="append", default=[])
-    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[])
+    add_job_options(parser)
     parser.add_argument("--label", default="", help="a word for the results file (goes to tuning/)")
     args = parser.parse_args(argv)
     paths = [p for p in args.paths.split(",") if p]
