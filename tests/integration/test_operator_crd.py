@@ -87,6 +87,14 @@ INVALID = [
     ("standby with the SparkApplication backend", spec_with(**{"runtime": {"standby": True, "backend": "sparkApplication"},
                                                                "checkpoint": {"location": "s3a://bucket/ck"}}),
      "spec.runtime.standby: Invalid value: \"object\": a standby driver needs backend pod"),
+    ("an s3 block on a local path", spec_with(checkpoint={"location": "/ck", "s3": {"region": "us-east-1"}}),
+     "spec.checkpoint.s3: Invalid value: \"object\": checkpoint.s3 applies to an s3a://bucket/path location only"),
+    ("a Secret key outside Kubernetes' syntax", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
+        "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "a/b"}}}}),
+     "spec.checkpoint.s3.credentials.secretRef.accessKeyIdKey in body should match"),
+    ("store keys by value", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
+        "credentials": {"accessKeyId": "AKIA", "secretAccessKey": "x"}}}),
+     'unknown field "spec.checkpoint.s3.credentials.accessKeyId"'),
 ]  # fmt: skip
 
 
@@ -114,6 +122,9 @@ VALID = [
     ("standby on a claim", spec_with(**{"runtime.standby": True,
                                         "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}})),
     ("standby on an object store", spec_with(**{"runtime.standby": True, "checkpoint": {"location": "s3a://bucket/ck"}})),
+    ("an s3a checkpoint with its store and Secret", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
+        "endpoint": "http://seaweedfs.storage:8333", "region": "us-east-1", "pathStyleAccess": True,
+        "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "AWS_ACCESS_KEY_ID", "secretAccessKeyKey": "key"}}}})),
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[
         {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},
