@@ -323,6 +323,10 @@ REFUSED_BY_POLICY = {
                                       "s3": {"endpoint": "http://metadata.google.internal/computeMetadata"}}}),
         "team-a", "spec.checkpoint.s3.endpoint", "policy.deniedHosts",
     ),
+    "secret: another query's Lease account, even where any account is allowed": (
+        changed(BASE, {"runtime.serviceAccountName": "payments-lease"}), "team-a",
+        "spec.runtime.serviceAccountName", "policy.allowedServiceAccounts",
+    ),
     # Secrets the tenant did not name for queries
     "secret: one the namespace's owners did not name for queries": (
         changed(BASE, {"sink.kafka.auth": {"secretRef": {"name": "db-admin"}}}), "team-a",

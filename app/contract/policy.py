@@ -45,6 +45,7 @@ from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantit
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
 
+LEASE_ACCOUNT_SUFFIX = "-lease"  # controller.names: a standby query's own Lease account
 OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a query's Spark RPC key
 TENANT_SECRETS = "streamq-*"
 TENANT_CLAIMS = "streamq-*"  # likewise for claims: a query never mounts another application's volume  # a Secret a namespace's owners made for queries: only they can name one so
@@ -176,7 +177,8 @@ class Policy(Model):
     )
     allow_standby: bool = Field(
         default=True,
-        description="Whether a query may ask for runtime.standby (its drivers get the driver account's token, for a Lease).",
+        description="Whether a query may ask for runtime.standby (without executors its drivers run as an account "
+        "the operator makes for the query, which can only get and update that query's Lease).",
     )
 
 
@@ -224,6 +226,9 @@ def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, name
     account = spec.runtime.service_account_name
     allowed = [facts.driver_service_account, *policy.allowed_service_accounts]
     if account is None or _is_operator_account(account, facts, namespace):
+        return
+    if account.endswith(LEASE_ACCOUNT_SUFFIX):  # even under "*": it would take another query's Lease
+        yield ".runtime.serviceAccountName", f"{account} is an account the operator makes for a query's Lease"
         return
     if not matches(account, allowed):
         yield ".runtime.serviceAccountName", f"service account {account} is not allowed (allowed: {_listed(allowed)})"

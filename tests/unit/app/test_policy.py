@@ -399,3 +399,9 @@ def test_the_spark_ui_and_standby_can_be_turned_off_by_the_platform(field, knob)
     assert check_policy(spec, Policy()) == []  # allowed by default
     (problem,) = check_policy(spec, Policy.model_validate({knob: False}))
     assert str(problem).startswith(f"spec.runtime.{field}: policy.{knob}: ") and "turned off on this platform" in str(problem)
+
+
+def test_no_policy_lets_a_query_run_as_another_querys_lease_account():
+    spec = changed(BASE, {"runtime.serviceAccountName": "payments-lease"})
+    (problem,) = problems_of(spec, Policy(allowed_service_accounts=["*"]))
+    assert problem.startswith("spec.runtime.serviceAccountName: policy.allowedServiceAccounts: payments-lease is an account")
