@@ -245,6 +245,39 @@ def test_rate_to_console_sample_prints_rows_and_stops_cleanly(container):
     assert result.returncode == 0, f"the job did not stop cleanly on SIGTERM (exit {result.returncode}):\n{output[-4000:]}"
 
 
+def test_the_job_checkpoints_to_an_s3_store_with_the_images_jars(container, s3_store, s3_bucket, tmp_path):
+    """The rate-to-console sample with an s3a:// checkpoint on SeaweedFS (tests/support/seaweedfs.py, on the
+    host's loopback: the container shares its network), the Secret as files: the image's S3A jars write
+    the checkpoint, its obstore reads it (the checkpoint gate), and no key shows in the output."""
+    import yaml
+
+    from app.checkpoint import S3Options, configure_s3, read_checkpoint
+
+    doc = yaml.safe_load((EXAMPLES / "rate-to-console.yaml").read_text())
+    location = f"s3a://{s3_bucket}/image/rate-to-console"
+    doc["spec"]["trigger"] = {"microBatch": {"interval": "1s"}}
+    doc["spec"]["checkpoint"] = {"location": location, "s3": s3_store.s3_block("store")}
+    work = tmp_path / "work"
+    s3_store.write_secret(work / "secrets", "store")
+    (work / "q.yaml").write_text(yaml.safe_dump(doc))
+    for path in [work, *work.rglob("*")]:  # the job runs as uid 1000
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    result = container.run(
+        "bash", "-c", RUN_UNTIL_ROWS, "run-until-rows", *container.entrypoint, "job", "run", "/work/q.yaml",
+        env={"TINI_SUBREAPER": "1", "START_TIMEOUT": str(START_TIMEOUT), "RUN_SECONDS": "8",
+             "STREAMQ_SECRETS_DIR": "/work/secrets"},
+        volumes=[f"{work}:/work:ro"], timeout=START_TIMEOUT + 120,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"exit {result.returncode}:\n{output[-4000:]}"
+    assert s3_store.secret_key not in output and s3_store.access_key not in output
+    configure_s3(S3Options(s3_store.endpoint, "us-east-1", True, s3_store.access_key, s3_store.secret_key))
+    try:
+        state = read_checkpoint(location)
+    finally:
+        configure_s3(S3Options())
+    assert state.exists and state.query_id and state.last_committed is not None and state.last_committed >= 1, (state, output[-3000:])
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
