@@ -23,6 +23,7 @@ time) is answered here too (``not_map_like``).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -73,14 +74,41 @@ _GROUPING_FUNCTIONS = {"window", "session_window", "grouping", "grouping_id"}
 # ${...} is filled from Spark's configuration (and the environment) before parsing.
 _FORBIDDEN_TEXT = {"/*+": "hints (/*+ ... */) are not allowed", "${": "${...} substitution is not allowed"}
 _TOKENIZER = Spark.tokenizer_class()
+# What can name a call: any word (keywords included), a quoted identifier, a string (a
+# double-quoted name once doubleQuotedIdentifiers is on). Punctuation before "(" is not a call.
+_NAME_TOKENS = (TokenType.IDENTIFIER, TokenType.STRING, TokenType.VAR)
+_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+# Calls the parser mistakes for grammar in some places (``GROUP BY window(ts, '1 minute')``
+# reads as a WINDOW clause): renamed for the structural parse only. Renaming one call to
+# another name changes no relation, statement or clause, which is all that parse is for.
+_MISREAD_CALLS = {"window": "__window"}
+
+
+def _renamed_calls(text: str) -> str | None:
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    out, at = [], 0
+    for token, following in zip(tokens, tokens[1:]):
+        new = _MISREAD_CALLS.get(token.text.lower())
+        if new is not None and following.token_type is TokenType.L_PAREN and token.token_type is not TokenType.STRING:
+            out += [text[at : token.start], new]
+            at = token.end + 1
+    return "".join([*out, text[at:]]) if out else None
 
 
 @lru_cache(maxsize=1024)
 def _statements(text: str) -> tuple[exp.Expression, ...] | None:
-    try:
-        return tuple(s for s in sqlglot.parse(text, dialect="spark") if s is not None)
-    except SqlglotError:
-        return None
+    for candidate in (text, _renamed_calls(text)):
+        if candidate is None:
+            continue
+        try:
+            return tuple(s for s in sqlglot.parse(candidate, dialect="spark") if s is not None)
+        except SqlglotError:
+            continue
+    return None
 
 
 def _tree(text: str) -> exp.Expression | None:
@@ -109,7 +137,8 @@ def called_names(text: str) -> list[str] | None:
     return [
         token.text.lower()
         for token, following in zip(tokens, tokens[1:])
-        if following.token_type is TokenType.L_PAREN and token.token_type not in (TokenType.L_PAREN, TokenType.R_PAREN)
+        if following.token_type is TokenType.L_PAREN
+        and (token.token_type in _NAME_TOKENS or _WORD.match(token.text))
     ]
 
 

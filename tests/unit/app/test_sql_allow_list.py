@@ -165,3 +165,12 @@ def test_the_platform_can_open_a_refused_function_by_name_or_all_at_once():
 def test_the_allow_list_is_spark_registry_minus_the_refused_functions():
     assert sql.REFUSED_FUNCTIONS.keys() <= SPARK_FUNCTIONS, "a refused name Spark does not have: a typo"
     assert sql.DEFAULT_SQL_FUNCTIONS == SPARK_FUNCTIONS - sql.REFUSED_FUNCTIONS.keys()
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT CAST(window.start AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY window(timestamp, '10 seconds')",
+    "SELECT key, aggregate(array(1, 2), 0, (acc, x) -> acc + x) AS s FROM input",
+    "SELECT key, to_json(named_struct('id', p.id)) AS value FROM (SELECT key, from_json(CAST(value AS STRING), 'id STRING') AS p FROM input)",
+])  # fmt: skip
+def test_benign_steps_the_parser_finds_hard_pass(text):
+    assert sql.statement_problems(text) == [] and sql.function_problems(text) == []
