@@ -256,9 +256,9 @@ def test_the_job_checkpoints_to_an_s3_store_with_the_images_jars(container, s3_s
     doc = yaml.safe_load((EXAMPLES / "rate-to-console.yaml").read_text())
     location = f"s3a://{s3_bucket}/image/rate-to-console"
     doc["spec"]["trigger"] = {"microBatch": {"interval": "1s"}}
-    doc["spec"]["checkpoint"] = {"location": location, "s3": s3_store.s3_block("store")}
+    doc["spec"]["checkpoint"] = {"location": location, "s3": s3_store.s3_block("streamq-store")}
     work = tmp_path / "work"
-    s3_store.write_secret(work / "secrets", "store")
+    s3_store.write_secret(work / "secrets", "streamq-store")
     (work / "q.yaml").write_text(yaml.safe_dump(doc))
     for path in [work, *work.rglob("*")]:  # the job runs as uid 1000
         path.chmod(0o755 if path.is_dir() else 0o644)

@@ -28,7 +28,7 @@ from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
-SECRET = "checkpoint-store"
+SECRET = "streamq-checkpoint-store"  # the policy's default allowedSecrets: streamq-*
 
 
 def _inspect(location: str, store, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
