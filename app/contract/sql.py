@@ -30,7 +30,6 @@ from functools import lru_cache
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType
 
 from app.contract.spark_functions import SPARK_FUNCTIONS
@@ -106,7 +105,7 @@ def _statements(text: str) -> tuple[exp.Expression, ...] | None:
             continue
         try:
             return tuple(s for s in sqlglot.parse(candidate, dialect="spark") if s is not None)
-        except SqlglotError:
+        except Exception:  # noqa: BLE001 - the parser also crashes (IndexError, ...) on text it cannot read
             continue
     return None
 
@@ -120,7 +119,7 @@ def _tree(text: str) -> exp.Expression | None:
 def _tokens(text: str) -> tuple[Token, ...] | None:
     try:
         return tuple(_TOKENIZER.tokenize(text))
-    except SqlglotError:
+    except Exception:  # noqa: BLE001 - as above: unreadable text is refused, never a crash
         return None
 
 

@@ -6,6 +6,7 @@ generator builds, nothing outside the allow-list passes."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,6 +17,10 @@ from app.contract import sql
 from app.contract.spark_functions import SPARK_FUNCTIONS
 
 pytestmark = pytest.mark.unit
+
+# CI runs the same examples every time (a landing never fails on a new random draw);
+# a developer explores new ones with STREAMQ_HYPOTHESIS_RANDOM=1.
+DERANDOMIZE = os.environ.get("STREAMQ_HYPOTHESIS_RANDOM") != "1"
 
 
 @dataclass
@@ -91,7 +96,7 @@ def allowed(text: Text) -> bool:
     return text.calls <= sql.DEFAULT_SQL_FUNCTIONS and text.relations <= {"input"}
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, derandomize=DERANDOMIZE, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions())
 def test_an_expression_passes_only_when_every_call_is_allowed_and_it_reads_no_table(expr):
     problems = sql.expression_problems(expr.sql) + sql.function_problems(expr.sql)
@@ -127,7 +132,7 @@ def statements(draw) -> Text:
     return text
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, derandomize=DERANDOMIZE, suppress_health_check=[HealthCheck.too_slow])
 @given(statements())
 def test_a_sql_step_passes_only_as_a_select_over_input_with_allowed_calls(statement):
     problems = sql.statement_problems(statement.sql) + sql.function_problems(statement.sql)
@@ -135,7 +140,7 @@ def test_a_sql_step_passes_only_as_a_select_over_input_with_allowed_calls(statem
         assert problems, f"accepted: {statement.sql!r}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, derandomize=DERANDOMIZE)
 @given(st.lists(st.sampled_from(ONE_ARGUMENT), min_size=1, max_size=4), st.sampled_from(["input", "input AS i"]))
 def test_a_select_over_input_with_allowed_calls_passes(names, relation):
     items = ", ".join(f"{name}(value) AS c{i}" for i, name in enumerate(names))
