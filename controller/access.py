@@ -43,8 +43,9 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     # the query's Spark auth Secret (render.auth_secret): created once, never read back
     ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
     # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
-    # released for the standby when its holder's container has ended. get and update also let the
-    # operator grant them on that one Lease (RBAC's escalation check: it grants only what it holds)
+    # released for the standby when its holder's container has ended, read when a driver's node is lost
+    # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
+    # on that one Lease (RBAC's escalation check: it grants only what it holds)
     ("coordination.k8s.io", "leases", "create"): ("kube.py", "resource.create(body=obj"),
     ("coordination.k8s.io", "leases", "get"): ("kube.py", "self.coordination.read_namespaced_lease("),
     ("coordination.k8s.io", "leases", "update"): ("kube.py", "self.coordination.replace_namespaced_lease("),
@@ -55,6 +56,10 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
     ("rbac.authorization.k8s.io", "roles", "create"): ("kube.py", "resource.create(body=obj"),
     ("rbac.authorization.k8s.io", "rolebindings", "create"): ("kube.py", "resource.create(body=obj"),
     ("rbac.authorization.k8s.io", "rolebindings", "patch"): ("kube.py", "self.rbac.patch_namespaced_role_binding("),
+    # a standby query's PodDisruptionBudget (render.disruption_budget): created once with its Lease,
+    # deleted when a driver of the query without standby is created (render.absent_children)
+    ("policy", "poddisruptionbudgets", "create"): ("kube.py", "resource.create(body=obj"),
+    ("policy", "poddisruptionbudgets", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
     # the sparkApplication backend
     (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
     (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),

@@ -14,8 +14,9 @@ from app.contract import GROUP, PLURAL, VERSION
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 # The children the operator deletes by kind: drivers (DeleteDriver names the kind only), the UI Service and Ingress.
+# A standby query's PodDisruptionBudget, when its standby is turned off.
 CHILD_API_VERSIONS = {"Pod": "v1", "Service": "v1", "Ingress": "networking.k8s.io/v1",
-                      "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}"}
+                      "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}", "PodDisruptionBudget": "policy/v1"}
 REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
 
 
@@ -131,6 +132,16 @@ class Kube:
         except NotFoundError:
             pass
 
+
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A standby query's Lease as plain JSON; None when it does not exist."""
+        try:
+            return _json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False,
+                                                                 _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def release_lease(self, namespace: str, name: str, holder: str) -> bool:
         """Free the Lease if ``holder`` still holds it (a conditional write: it fails if the holder

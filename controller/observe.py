@@ -1,16 +1,19 @@
 """What exists for a query, read into plain dataclasses.
 
 The parsing functions are pure (dict in, dataclass out); ``observe()`` does the
-reads: the driver pods and, when the backend may use them, SparkApplications.
+reads: the driver pods and, when the backend may use them, SparkApplications; and
+a standby query's Lease when one of its drivers was evicted from a lost node (the
+Lease says whether that driver can still write: ``decide.drivers.terminating``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from app.contract.lease import LEASE_ENV, lease_name
 from controller import names
 from controller.status import parse_time
 
@@ -18,6 +21,11 @@ _MESSAGE_CHARS = 4096  # what Kubernetes keeps of a termination message
 _WAITING_CHARS = 1024  # a scheduler's message grows with the cluster (one clause per kind of node)
 # Waiting reasons of a container that starts normally: not worth a word in status.
 _ON_ITS_WAY = (None, "", "ContainerCreating", "PodInitializing")
+# The pod condition Kubernetes (1.26+) writes on a pod it deletes because its node carries a
+# NoExecute taint the pod no longer tolerates: node.kubernetes.io/not-ready or /unreachable
+# past the driver's tolerationSeconds (restartPolicy.nodeLostAfter), i.e. its node is lost.
+DISRUPTION_TARGET = "DisruptionTarget"
+NODE_LOST_REASON = "DeletionByTaintManager"
 
 
 class DriverPhase(StrEnum):
@@ -46,6 +54,8 @@ class Driver:
     deleting: bool = False
     deletion_due: datetime | None = None  # deletionTimestamp: when its grace period ends
     standby: bool = False  # created as a standby (spec.runtime.standby); it keeps the label once it takes over
+    fenced: bool = False  # a pod that runs the query only while it holds the query's Lease (standby queries)
+    node_lost: bool = False  # evicted by Kubernetes because its node is lost (DisruptionTarget: DeletionByTaintManager)
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
     message: str | None = None  # the termination message the job wrote
@@ -61,8 +71,26 @@ class Driver:
 
 
 @dataclass(frozen=True)
+class LeaseState:
+    """A standby query's Lease as the API server has it (app.lease writes it)."""
+
+    name: str
+    holder: str | None = None
+    renew_time: datetime | None = None  # the holder's clock
+    duration_s: float | None = None
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """When the record stops being valid, on the holder's clock; None when it never was renewed."""
+        if self.renew_time is None or self.duration_s is None:
+            return None
+        return self.renew_time + timedelta(seconds=self.duration_s)
+
+
+@dataclass(frozen=True)
 class Observed:
     drivers: tuple[Driver, ...] = ()
+    lease: LeaseState | None = None  # read only when a fenced driver's node is lost (``needs_lease``)
 
 
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +166,30 @@ def why_waiting(pod: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def node_lost(pod: dict[str, Any]) -> bool:
+    """Kubernetes deletes the pod because its node is not ready or unreachable (taint manager)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
+            return condition.get("reason") == NODE_LOST_REASON
+    return False
+
+
+def fenced(pod: dict[str, Any]) -> bool:
+    """The operator named the query's Lease on the pod (a standby query's driver, standby or not)."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if any(env.get("name") == LEASE_ENV for env in container.get("env") or []):
+            return True
+    return False
+
+
+def lease_from(obj: dict[str, Any]) -> LeaseState:
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    duration = spec.get("leaseDurationSeconds")
+    return LeaseState(name=meta.get("name", ""), holder=spec.get("holderIdentity") or None,
+                      renew_time=parse_time(spec.get("renewTime")),
+                      duration_s=float(duration) if duration is not None else None)  # fmt: skip
+
+
 def driver_from_pod(pod: dict[str, Any]) -> Driver:
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
     try:
@@ -174,6 +226,8 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         waiting_reason=waiting_reason,
         started_at=started_at,
         finished_at=finished_at,
+        fenced=fenced(pod),
+        node_lost=node_lost(pod),
     )
 
 
@@ -240,9 +294,20 @@ def drivers_from(pods: list[dict[str, Any]], apps: list[dict[str, Any]]) -> tupl
     return tuple(sorted(out, key=lambda d: (d.attempt or 0, d.kind, d.name)))
 
 
+def needs_lease(drivers: tuple[Driver, ...]) -> bool:
+    """Whether the Lease tells the decisions anything: a fenced driver pod's node is lost."""
+    return any(x.kind == "Pod" and x.fenced and x.node_lost for x in drivers)
+
+
 def observe(kube, namespace: str, query: str, include_spark_apps: bool) -> Observed:
-    """One LIST of the query's driver pods (and SparkApplications): fresh, never cached."""
+    """One LIST of the query's driver pods (and SparkApplications): fresh, never cached; and
+    one GET of the query's Lease when ``needs_lease``."""
     selector = names.selector(query, names.COMPONENT_DRIVER)
     pods = kube.list_pods(namespace, selector)
     apps = kube.list_spark_applications(namespace, selector) if include_spark_apps else []
-    return Observed(drivers=drivers_from(pods, apps))
+    drivers = drivers_from(pods, apps)
+    lease = None
+    if needs_lease(drivers):
+        raw = kube.read_lease(namespace, lease_name(query))
+        lease = lease_from(raw) if raw is not None else None
+    return Observed(drivers=drivers, lease=lease)

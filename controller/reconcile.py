@@ -85,6 +85,7 @@ def reconcile_once(
         silent_after_s=settings.silent_after_s,
         policy=settings.policy,
         facts=settings.facts,
+        lease=observed.lease,
     )
     decision = decide(inputs)
     refused = _act(kube, settings, body, inputs, decision, log)
@@ -144,6 +145,8 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                             log.info("created RoleBinding %s", child["metadata"]["name"])
                     elif kube.create(child):
                         log.info("created %s %s", child["kind"], child["metadata"]["name"])
+                for kind, name in render.absent_children(action.run):  # gone already: nothing to do
+                    kube.delete(kind, inputs.namespace, name)
                 if failpoints.active(Failpoint.EXIT_AFTER_CREATE):
                     os._exit(137)
             except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down

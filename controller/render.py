@@ -8,6 +8,8 @@
                     encryption between driver and executors, random, made once per query
     lease access    standby queries: their Lease, and the account, Role and RoleBinding that
                     reach it and nothing else (``controller.lease_access``)
+    disruption      standby queries: a PodDisruptionBudget (minAvailable 1 over their driver
+                    pods), so a drain never evicts the driver and its standby at once
     SparkApplication backend `sparkApplication`: kubeflow's sparkoperator.k8s.io/v1beta2
 
 Owner references are added by the caller (``kopf.adopt``); everything else is here.
@@ -443,6 +445,65 @@ def service_account(run: Run, settings: Settings) -> str | None:
     return lease_access.service_account(run, settings)
 
 
+# The NoExecute taints the node controller puts on a node that stopped reporting (not-ready) or
+# cannot be reached (unreachable). Kubernetes' DefaultTolerationSeconds gives every pod 300 s of
+# them; a driver gets restartPolicy.nodeLostAfter, so the next one (or the standby) starts sooner.
+NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+COMPONENT_DISRUPTION = "disruption-budget"  # the label of a standby query's PodDisruptionBudget
+
+
+def driver_tolerations(spec: QuerySpec) -> list[dict[str, Any]]:
+    seconds = spec.restart_policy.node_lost_after_s
+    return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+            for key in NODE_LOST_TAINTS]  # fmt: skip
+
+
+def driver_affinity(run: Run) -> dict[str, Any] | None:
+    """A standby query's two drivers prefer different nodes, so one node lost takes one of them.
+    Preferred, not required: on one node (or a full cluster) both still run there. Only the
+    query's drivers are counted: its executors, and other queries' drivers, land anywhere."""
+    if not run.spec.runtime.standby:
+        return None
+    return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100,
+        "podAffinityTerm": {"labelSelector": {"matchLabels": names.labels(run.query, names.COMPONENT_DRIVER)},
+                            "topologyKey": HOSTNAME_TOPOLOGY},
+    }]}}  # fmt: skip
+
+
+def disruption_budget_name(query: str) -> str:
+    return names.child_name(query, "drivers")
+
+
+def disruption_budget(run: Run) -> dict[str, Any] | None:
+    """A standby query's PodDisruptionBudget: one of its driver pods stays through a voluntary
+    eviction (a drain, a node upgrade), so the standby is not evicted with the driver it stands by
+    for. A driver pod that is not Ready (starting, Pending) may always be evicted: a standby that
+    cannot start blocks no drain. Made once, like the Lease; removed when standby is turned off
+    (``absent_children``)."""
+    if not run.spec.runtime.standby:
+        return None
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(disruption_budget_name(run.query), run, COMPONENT_DISRUPTION),
+        "spec": {
+            "minAvailable": 1,
+            "selector": {"matchLabels": names.labels(run.query, names.COMPONENT_DRIVER)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def absent_children(run: Run) -> list[tuple[str, str]]:
+    """(kind, name) of what must not exist for this run: the disruption budget of a query that no
+    longer has a standby (its one driver would block every drain of its node)."""
+    if disruption_budget(run) is None:
+        return [("PodDisruptionBudget", disruption_budget_name(run.query))]
+    return []
+
+
 def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
     drv = run.spec.runtime.driver
     vols, mounts = volumes(run)
@@ -478,7 +539,11 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "securityContext": pod_security_context(settings),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "enableServiceLinks": False,
+        "tolerations": driver_tolerations(run.spec),
     }
+    affinity = driver_affinity(run)
+    if affinity is not None:
+        spec["affinity"] = affinity
     account = service_account(run, settings)
     if account:
         spec["serviceAccountName"] = account
@@ -507,7 +572,11 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "podSecurityContext": pod_security_context(settings),
         "securityContext": container_security_context(read_only_root=False),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+        "tolerations": driver_tolerations(run.spec),
     }
+    affinity = driver_affinity(run)
+    if affinity is not None:
+        driver["affinity"] = affinity
     account = service_account(run, settings)
     if account:
         driver["serviceAccount"] = account
@@ -549,6 +618,9 @@ def children(run: Run, settings: Settings) -> list[dict[str, Any]]:
     """Everything one attempt needs, in creation order (the driver last): a standby query's
     Lease, and the account, Role and RoleBinding that reach it, come first (the pod names the account)."""
     objs = [*lease_access.objects(run, settings), config_map(run, settings)]
+    budget = disruption_budget(run)
+    if budget is not None:
+        objs.append(budget)
     secret = auth_secret(run)
     if secret is not None:  # before the driver, which mounts it
         objs.append(secret)

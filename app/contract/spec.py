@@ -12,6 +12,7 @@ problem at once, with a path the user can find in their YAML.
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated
 
@@ -401,6 +402,9 @@ class Backoff(Model):
     max: Duration = "5m"
 
 
+NODE_LOST_AFTER = "30s"  # restartPolicy.nodeLostAfter when unset
+
+
 class RestartPolicy(Model):
     type: RestartType = RestartType.ALWAYS
     # -1 rather than null for "unlimited": kubectl apply reads null as "remove the field".
@@ -417,6 +421,17 @@ class RestartPolicy(Model):
             "still runs; without standby, choose a time after which the node is surely down."
         ),
     )
+    # None, not "30s", when unset (NODE_LOST_AFTER): what a driver's ConfigMap and status record of a spec
+    # written before this field existed stays the same.
+    node_lost_after: Duration | None = Field(
+        default=None,
+        description=(
+            f"How long a driver pod stays on a node that is not ready or unreachable (the NoExecute taints "
+            f"node.kubernetes.io/not-ready and /unreachable) before Kubernetes evicts it; unset: {NODE_LOST_AFTER} "
+            "(Kubernetes' own default is 5m). A standby query's evicted driver is then force-deleted once its Lease "
+            "has expired; without standby, after forceDeleteAfter. Applies to drivers started after a change."
+        ),
+    )
     in_place_restarts: int = Field(
         default=3,
         ge=0,
@@ -427,6 +442,11 @@ class RestartPolicy(Model):
             "without a commit in between, before the driver exits for a new pod; 0: always a new pod."
         ),
     )
+
+    @property
+    def node_lost_after_s(self) -> int:
+        """nodeLostAfter in whole seconds (a toleration's tolerationSeconds), the default when unset."""
+        return math.ceil(duration_ms(self.node_lost_after or NODE_LOST_AFTER) / 1000)
 
     @property
     def restart_limit(self) -> int | None:

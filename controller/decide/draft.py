@@ -13,7 +13,7 @@ from typing import Any
 
 from app.contract.policy import OperatorFacts, Policy
 from controller.decide.conditions import Problem, ProblemKind, conditions
-from controller.observe import Driver
+from controller.observe import Driver, LeaseState
 from controller.phases import Phase
 from controller.run import Run
 from controller.status import QueryStatus
@@ -35,6 +35,7 @@ class Inputs:
     silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
     policy: Policy | None = None  # the platform's policy (chart values); None: none applies
     facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy
+    lease: LeaseState | None = None  # a standby query's Lease, read when a fenced driver's node is lost
 
 
 @dataclass(frozen=True)

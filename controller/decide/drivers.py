@@ -8,7 +8,7 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
@@ -17,39 +17,89 @@ from app.contract.spec import QuerySpec, duration_ms
 from controller.decide import health, restart
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
-from controller.observe import Driver
+from controller.observe import Driver, LeaseState
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
 from controller.status import CheckpointStatus, Reconciled, format_time, parse_time
 
 
 STUCK_SLACK_S = 30.0  # past its grace period this long, a pod is stuck (not merely slow to report)
+# A Lease's renewTime is written on the holder's clock and read here on the operator's: an expiry
+# is trusted only this much later, for clocks that differ (NTP keeps them within a second or so).
+LEASE_CLOCK_SKEW_S = 10.0
 
 
 def terminating(d: Draft, drivers: tuple[Driver, ...], run_spec: QuerySpec) -> None:
     """Drivers still Terminating long after their grace period ended: a node or kubelet that is
     gone never confirms the deletion, and the next driver waits for it forever. Said at once
-    (Degraded, one event); force-deleted after restartPolicy.forceDeleteAfter."""
+    (Degraded, one event); force-deleted after restartPolicy.forceDeleteAfter.
+
+    A driver Kubernetes evicted from a lost node (``Driver.node_lost``) is said at once, grace
+    period or not. If it is a standby query's (``Driver.fenced``) it is force-deleted as soon as
+    the query's Lease shows it cannot write (``_fenced_off``): the Lease, not the pod's deletion,
+    is what keeps two drivers from writing. Without a Lease only time says the node is down."""
     now = d.inputs.now
     force_after = timedelta(milliseconds=duration_ms(run_spec.restart_policy.force_delete_after))
     for x in drivers:
-        if not x.deleting or x.deletion_due is None or now < x.deletion_due + timedelta(seconds=STUCK_SLACK_S):
+        if not x.deleting or x.deletion_due is None:
+            continue
+        lost = x.node_lost and x.kind == POD_KIND
+        if lost and x.fenced:
+            why, look_at = _fenced_off(x, d.inputs.lease, now)
+            if why is not None:
+                d.delete(x, f"evicted from its lost node and {why}", force=True)
+                d.event("Warning", Reason.DRIVER_FORCE_DELETED,
+                        f"driver {x.name} was evicted from its lost node (not ready or unreachable past "
+                        f"restartPolicy.nodeLostAfter) and {why}: it cannot write any more; force-deleted")  # fmt: skip
+                continue
+            if look_at is not None:
+                d.wait((look_at - now).total_seconds())
+        if not lost and now < x.deletion_due + timedelta(seconds=STUCK_SLACK_S):
             continue
         late = (now - x.deletion_due).total_seconds()
         force_at = x.deletion_due + force_after
         if now >= force_at:
             d.delete(x, f"Terminating {late:.0f}s past its grace period", force=True)
+            gone = "its node is lost" if lost else "its node is gone?"
             d.event("Warning", Reason.DRIVER_FORCE_DELETED,
-                    f"driver {x.name} was Terminating {late:.0f}s past its grace period (its node is gone?): force-deleted "
+                    f"driver {x.name} was Terminating {late:.0f}s past its grace period ({gone}): force-deleted "
                     f"after restartPolicy.forceDeleteAfter {run_spec.restart_policy.force_delete_after}")  # fmt: skip
             continue
-        stuck = (f"driver {x.name} has been Terminating {late:.0f}s past its grace period (is its node down?); the next "
-                 f"driver waits for it; it is force-deleted at {format_time(force_at)} (restartPolicy.forceDeleteAfter)")  # fmt: skip
+        if lost:
+            when = (f"once the query's Lease shows it stopped, at the latest at {format_time(force_at)}" if x.fenced
+                    else f"at {format_time(force_at)} (restartPolicy.forceDeleteAfter; without standby no Lease "
+                         "fences it, so only time says the node is down)")  # fmt: skip
+            stuck = (f"driver {x.name} was evicted from its lost node (not ready or unreachable past "
+                     f"restartPolicy.nodeLostAfter) and is still Terminating; the next driver waits for it; it is "
+                     f"force-deleted {when}")  # fmt: skip
+        else:
+            stuck = (f"driver {x.name} has been Terminating {late:.0f}s past its grace period (is its node down?); the "
+                     f"next driver waits for it; it is force-deleted at {format_time(force_at)} "
+                     "(restartPolicy.forceDeleteAfter)")  # fmt: skip
         d.add_problem(ProblemKind.STUCK_TERMINATING, stuck)
         previous = d.old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.DRIVER_STUCK_TERMINATING or previous.status != "True":
             d.event("Warning", Reason.DRIVER_STUCK_TERMINATING, stuck)
         d.wait((force_at - now).total_seconds())
+
+
+def _fenced_off(x: Driver, lease: LeaseState | None, now: datetime) -> tuple[str | None, datetime | None]:
+    """Why the fenced driver ``x`` certainly writes no more, from the query's Lease (app.lease: a
+    holder that cannot renew stops its query within RENEW_DEADLINE_S + FENCE_GRACE_S, less than the
+    Lease's duration; a driver that does not hold it runs nothing): another pod (the standby) or
+    nobody holds it, or ``x``'s hold has expired. Else (None, when to look again); (None, None)
+    when the Lease is unknown: then forceDeleteAfter decides."""
+    if lease is None:
+        return None, None
+    if lease.holder != x.name:
+        return f"its Lease {lease.name} is held by {lease.holder or 'nobody'}", None
+    expires = lease.expires_at
+    if expires is None:
+        return None, None
+    trusted = expires + timedelta(seconds=LEASE_CLOCK_SKEW_S)
+    if now >= trusted:
+        return f"its hold of Lease {lease.name} expired at {format_time(expires)}", None
+    return None, trusted
 
 
 def invalid_spec(d: Draft, exc: SpecError) -> Decision:

@@ -50,7 +50,7 @@ def test_standby_alone_runs_as_the_querys_own_lease_account():
     assert "automountServiceAccountToken" not in pod["spec"]  # the token of that account is mounted
     children = render.children(run, SETTINGS)
     # the account, its Role and RoleBinding and the Lease come before the pod that names the account
-    assert _kinds(children) == ["ServiceAccount", "Role", "RoleBinding", "Lease", "ConfigMap", "Pod"]
+    assert _kinds(children) == ["ServiceAccount", "Role", "RoleBinding", "Lease", "ConfigMap", "PodDisruptionBudget", "Pod"]
 
 
 def test_the_lease_role_names_one_lease_and_two_verbs():

@@ -13,7 +13,7 @@ from typing import Any
 from app.contract.load import validate_spec
 from controller import render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
-from controller.observe import Driver, DriverPhase
+from controller.observe import Driver, DriverPhase, LeaseState
 from controller.status import QueryStatus
 from tests.support.specs import changed, query_spec
 
@@ -44,6 +44,7 @@ class World:
         self.now = T0
         self.history: list[Decision] = []
         self._report: dict | None = None  # a progress record the next reconcile reads from the driver
+        self.lease: LeaseState | None = None  # the query's Lease, as observe read it (when it reads it)
 
     # -- the user ------------------------------------------------------------------
 
@@ -93,7 +94,7 @@ class World:
         return Inputs(
             name=self.name, namespace=self.namespace, uid=UID, generation=self.generation,
             raw_spec=copy.deepcopy(self.spec), status=self.status.model_copy(deep=True),
-            drivers=tuple(self.drivers), now=self.now, progress=self._report,
+            drivers=tuple(self.drivers), now=self.now, progress=self._report, lease=self.lease,
         )  # fmt: skip
 
     def reconcile(self, apply: bool = True) -> Decision:
@@ -114,7 +115,7 @@ class World:
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
                     spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
                     restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
-                    created_at=self.now,
+                    fenced=bool(run.spec.runtime.standby), created_at=self.now,
                 ))  # fmt: skip
         return decision
 
