@@ -22,7 +22,6 @@ from __future__ import annotations
 import base64
 import json
 import math
-import posixpath
 import secrets
 from typing import Any
 
@@ -30,7 +29,9 @@ from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
+from app.contract.policy import volume_mount
 from app.contract.spec import Backend, QuerySpec
 from controller import lease_access, names
 from controller.config import Settings
@@ -103,9 +104,8 @@ def checkpoint_mount_path(location: str) -> str | None:
     path = local_path(location)
     if path is None:
         return None
-    path = posixpath.normpath(path)
-    parent = posixpath.dirname(path)
-    return path if parent in ("/", "") else parent
+    path = locations.normalise_path(path)  # as the policy read it: //opt is /opt
+    return None if path is None else volume_mount(path)
 
 
 def uses_spark_auth(run: Run) -> bool:

@@ -45,7 +45,7 @@ class Location:
     path: str  # the key or path, normalised; None-like "" when relative
     userinfo: bool = False  # user[:password]@ before the host
     extras: bool = False  # a query string or fragment
-    dot_segments: bool = False  # "." or ".." segments in a remote key
+    dot_segments: bool = False  # ".", ".." segments, %-escapes or backslashes in a remote key
 
     @property
     def local(self) -> bool:
@@ -72,7 +72,7 @@ def parse(location: str) -> Location:
         "/" + "/".join(segments),
         userinfo,
         bool(parts.query or parts.fragment),
-        any(s in (".", "..") for s in segments),
+        any(s in (".", "..") for s in segments) or "%" in raw or "\\" in raw,  # no encoded or Windows-style tricks
     )
 
 

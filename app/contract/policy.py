@@ -316,6 +316,12 @@ def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
         )
 
 
+def volume_mount(path: str) -> str:
+    """Where the operator mounts a checkpoint volume for ``path``: its parent, or the path itself
+    when its parent is / (controller.render)."""
+    return path if posixpath.dirname(path) == "/" else posixpath.dirname(path)
+
+
 def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     where = locations.parse(spec.checkpoint.location)
     if not where.local:
@@ -326,7 +332,7 @@ def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
         )
         return
     path = where.path
-    mount = path if posixpath.dirname(path) == "/" else posixpath.dirname(path)  # as the operator mounts it
+    mount = volume_mount(path)
     for root in PROTECTED_PATHS:
         if locations.under(path, root) or (spec.checkpoint.volume is not None and locations.under(root, mount)):
             yield ".checkpoint.location", (
@@ -350,7 +356,7 @@ def _checkpoint_roots(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
                 f"{spec.checkpoint.location} is outside the checkpoint roots ({_listed((*roots, *DRIVER_MOUNTS))})"
             )
         return
-    mount = posixpath.dirname(where.path)
+    mount = volume_mount(where.path)
     if not any(locations.under(mount, root) for root in roots):
         example = f"{roots[0] if roots else '/checkpoints'}/my-query"
         yield ".checkpoint.location", (
