@@ -120,7 +120,7 @@ VALID = [
                                              "runtime.executors": {"instances": 5}})),
     ("unset parallelism is sized for the partitions", spec_with(**{"source.rate.numPartitions": 8, "runtime": {}})),
     ("standby on a claim", spec_with(**{"runtime.standby": True,
-                                        "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}})),
+                                        "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "streamq-ck"}}})),
     ("standby on an object store", spec_with(**{"runtime.standby": True, "checkpoint": {"location": "s3a://bucket/ck"}})),
     ("an s3a checkpoint with its store and Secret", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "endpoint": "http://seaweedfs.storage:8333", "region": "us-east-1", "pathStyleAccess": True,

@@ -17,7 +17,7 @@ from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
-STANDBY = {"runtime.standby": True, "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}}}
+STANDBY = {"runtime.standby": True, "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "streamq-cp"}}}
 
 
 def _can_i(kube, namespace: str, account: str, verb: str, what: str) -> bool:
@@ -37,7 +37,8 @@ def test_a_standby_driver_runs_as_an_account_that_reaches_its_own_lease_only(clu
     account, lease = names.lease_access_name("q"), lease_name("q")
     assert pod.spec.service_account_name == account == "q-lease"
     uid = cluster.get("q")["metadata"]["uid"]
-    for kind, name in (("serviceaccount", account), ("role", account), ("rolebinding", account), ("lease", lease)):
+    for kind, name in (("serviceaccount", account), ("role", account), ("rolebinding", account), ("lease", lease),
+                       ("poddisruptionbudget", "q-drivers")):  # fmt: skip
         refs = _get(kube_apiserver, ns, kind, name)["metadata"]["ownerReferences"]
         assert [(r["kind"], r["uid"]) for r in refs] == [("StreamingQuery", uid)], kind
     assert not _get(kube_apiserver, ns, "lease", lease)["spec"].get("holderIdentity")  # free for the first driver
@@ -53,6 +54,13 @@ def test_a_standby_driver_runs_as_an_account_that_reaches_its_own_lease_only(clu
     for verb in ("bind", "escalate"):
         proc = kube_apiserver.kubectl("-n", ns, "auth", "can-i", verb, "roles.rbac.authorization.k8s.io", f"--as={operator_sa}", check=False)
         assert proc.stdout.strip() == "no"
+    # standby turned off: the next driver is alone, so the disruption budget that would block every drain goes
+    pdb = _get(kube_apiserver, ns, "poddisruptionbudget", "q-drivers")
+    assert pdb["spec"]["minAvailable"] == 1 and pdb["spec"]["selector"]["matchLabels"] == names.labels("q", "driver")
+    cluster.patch_spec("q", {"runtime": {"standby": False}})
+    cluster.wait_driver("q", 2)
+    wait_for(lambda: kube_apiserver.kubectl("-n", ns, "get", "poddisruptionbudget", "q-drivers", check=False).returncode != 0,
+             30, "the PodDisruptionBudget deleted")  # fmt: skip
 
 
 def test_with_executors_the_binding_moves_to_the_driver_account(cluster, operator, kube_apiserver):
