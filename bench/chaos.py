@@ -347,8 +347,9 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
             name = sq.name("chaos")
             source = kafka.create_topic(f"{name}-payments", partitions=2)
             sink = kafka.create_topic(f"{name}-flagged", partitions=1)
-            # Restarts unlimited: a budget meant for one fault (10, reset after 10 min Running) would end a soak.
-            extra: dict[str, Any] = {"restartPolicy.maxRestarts": -1}
+            # The policy's ceiling (policy.maxRestarts, 100): a budget meant for one fault (10, reset after
+            # 10 min Running) would end a soak; unlimited is the platform's to allow, not a tenant's.
+            extra: dict[str, Any] = {"restartPolicy.maxRestarts": 100}
             if args.standby:  # as tests/e2e/test_standby.py: two drivers on a 2-core node beside Kafka and the operator
                 extra.update({"runtime.standby": True, "runtime.driver.coreRequest": "250m"})
             feed = Feed(kafka, source, args.rate)
