@@ -462,8 +462,11 @@ def driver_tolerations(spec: QuerySpec) -> list[dict[str, Any]]:
 def driver_affinity(run: Run) -> dict[str, Any] | None:
     """A standby query's two drivers prefer different nodes, so one node lost takes one of them.
     Preferred, not required: on one node (or a full cluster) both still run there. Only the
-    query's drivers are counted: its executors, and other queries' drivers, land anywhere."""
-    if not run.spec.runtime.standby:
+    query's drivers are counted: its executors, and other queries' drivers, land anywhere.
+    Not for a hostPath checkpoint: it is one node's directory, a standby elsewhere would not see it
+    (a persistentVolumeClaim must then be ReadWriteMany: docs/operations.md)."""
+    volume = run.spec.checkpoint.volume
+    if not run.spec.runtime.standby or (volume is not None and volume.host_path is not None):
         return None
     return {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
         "weight": 100,

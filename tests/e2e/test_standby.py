@@ -5,6 +5,7 @@ from the kill to the first record the standby wrote are the figure."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -42,6 +43,22 @@ def _first_output_after(kafka, sink: str, before: set, timeout: float) -> float:
     return time.monotonic() - t0
 
 
+def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
+    """The query's PodDisruptionBudget lets a drain evict one of its two drivers, not both; both leave
+    a lost node after restartPolicy.nodeLostAfter. This scenario's checkpoint is a hostPath, one
+    node's directory: its drivers are not spread (controller.render.driver_affinity)."""
+    pod = json.loads(sq.kubectl("get", "pod", standby, "-o", "json").stdout)
+    assert "affinity" not in pod["spec"] and pod["spec"]["nodeName"] == active["spec"]["nodeName"]
+    assert {t["key"]: t["tolerationSeconds"] for t in pod["spec"]["tolerations"] if t.get("effect") == "NoExecute"} == {
+        "node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}  # restartPolicy.nodeLostAfter unset
+
+    def budget() -> dict | None:
+        status = json.loads(sq.kubectl("get", "poddisruptionbudget", f"{name}-drivers", "-o", "json").stdout).get("status") or {}
+        return status if (status.get("currentHealthy"), status.get("disruptionsAllowed")) == (2, 1) else None
+
+    wait_for(budget, 60, "the disruption budget: 2 healthy drivers, 1 disruption allowed", interval=1, ignore=(Exception,))
+
+
 @pytest.mark.parametrize("how", ["container killed", "pod deleted"])
 def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     test = f"standby ({how})"
@@ -58,6 +75,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     standby = _standby_waiting(sq, name)
     active = sq.driver_pod(name)
     assert active["metadata"]["name"] != standby
+    _spread_and_budgeted(sq, name, active, standby)
 
     during = payments(RATE * 30, start=90)
     producer = kafka.produce_paced(source, during, RATE)

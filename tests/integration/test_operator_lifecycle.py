@@ -79,7 +79,7 @@ def test_a_dying_driver_is_restarted_after_the_backoff_on_the_same_checkpoint(cl
     assert pod2.metadata.annotations["streamq.io/checkpoint-location"] == "/checkpoints/q"
     assert cluster.query_document("q")["spec"]["checkpoint"] == first_doc["spec"]["checkpoint"]
     claim = {v.name: v for v in pod2.spec.volumes}["checkpoint"].persistent_volume_claim.claim_name
-    assert claim == "checkpoints"
+    assert claim == "streamq-checkpoints"  # tests.support.specs: a claim the policy allows (streamq-*)
     status = cluster.wait_phase("q", "Starting")
     assert status["restarts"] == 1 and status["attempt"] == 2
     cluster.wait_event("q", "DriverFailed")

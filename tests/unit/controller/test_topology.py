@@ -62,6 +62,8 @@ def test_a_standby_querys_drivers_prefer_different_nodes_and_only_theirs():
         assert not selector.items() <= names.labels("payments", "executor", 2).items()
     plain = render.driver_pod(run_of(base_spec()), SETTINGS)
     assert "affinity" not in plain["spec"]
+    on_one_node = base_spec(**{**STANDBY, "checkpoint.volume": {"hostPath": "/var/lib/streamq"}})
+    assert "affinity" not in render.driver_pod(run_of(on_one_node), SETTINGS)["spec"]  # its checkpoint is that node's
 
 
 def test_a_standby_query_gets_a_disruption_budget_over_its_drivers():
