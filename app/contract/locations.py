@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 _LEADING_SLASHES = re.compile(r"^/+")
+AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")  # their authority is container@account
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 
 
@@ -58,8 +59,11 @@ def parse(location: str) -> Location:
     parts = urlsplit(location)
     scheme = parts.scheme.lower()
     netloc = parts.netloc
-    userinfo = "@" in netloc
-    host = netloc.rsplit("@", 1)[-1]
+    before, at, after = netloc.rpartition("@")
+    if scheme in AZURE_SCHEMES and at and ":" not in before:
+        host, userinfo = netloc, False  # abfss://container@account...: the container, not a user
+    else:
+        host, userinfo = (after, True) if at else (netloc, False)
     raw = parts.path
     if scheme == "file":
         # file:/x and file:///x are local paths; file://host/x names another machine

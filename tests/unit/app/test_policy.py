@@ -405,3 +405,17 @@ def test_no_policy_lets_a_query_run_as_another_querys_lease_account():
     spec = changed(BASE, {"runtime.serviceAccountName": "payments-lease"})
     (problem,) = problems_of(spec, Policy(allowed_service_accounts=["*"]))
     assert problem.startswith("spec.runtime.serviceAccountName: policy.allowedServiceAccounts: payments-lease is an account")
+
+
+@pytest.mark.parametrize(("location", "refused"), [
+    ("abfss://checkpoints@account.dfs.core.windows.net/team-a/q", False),  # container@account is no user
+    ("abfss://KEY:SECRET@account.dfs.core.windows.net/team-a/q", True),
+    ("gs://bucket/team-a/q", False),
+    ("s3a://bucket/team-a-evil/q", True),  # a prefix is a folder, not a string prefix
+    ("S3A://bucket/team-a/q", False),
+    ("s3a:///team-a/q", True),
+    ("s3a://bucket/team-a/%2e%2e/team-b/q", True),
+])  # fmt: skip
+def test_remote_locations_are_read_as_hadoop_reads_them(location, refused):
+    found = problems_of(changed(BASE, {"checkpoint.location": location}))
+    assert bool(found) == refused, found
