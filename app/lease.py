@@ -18,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pydantic import Field
+
+from app.contract.environment import EmptyIsUnset, EnvSettings
 from app.contract.lease import (DURATION_S, FENCE_GRACE_S, LEASE_ENV, POD_NAME_ENV, POD_NAMESPACE_ENV, POLL_EVERY_S,
                                 RENEW_DEADLINE_S, RENEW_EVERY_S)
 
@@ -75,6 +78,14 @@ class Holder:
         return now - self.last_sent >= self.renew_deadline_s
 
 
+class _LeaseEnv(EnvSettings):
+    """The variables the operator sets on a standby query's driver pod (``DriverLease.from_env``)."""
+
+    name: EmptyIsUnset = Field(None, validation_alias=LEASE_ENV)  # unset or empty: not a standby query
+    namespace: str = Field("default", validation_alias=POD_NAMESPACE_ENV)
+    pod: EmptyIsUnset = Field(None, validation_alias=POD_NAME_ENV)  # unset or empty: streamq-<pid>
+
+
 def _now_micro() -> datetime:
     return datetime.now(UTC)
 
@@ -98,11 +109,10 @@ class DriverLease:
     @classmethod
     def from_env(cls, env=None) -> "DriverLease | None":
         """The lease the operator named on a standby query's driver pod; None for every other run."""
-        env = os.environ if env is None else env
-        name = env.get(LEASE_ENV)
-        if not name:
+        found = _LeaseEnv.read(env)
+        if not found.name:
             return None
-        return cls(name, env.get(POD_NAMESPACE_ENV, "default"), env.get(POD_NAME_ENV) or f"streamq-{os.getpid()}")
+        return cls(found.name, found.namespace, found.pod or f"streamq-{os.getpid()}")
 
     @property
     def api(self):

@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from app.checkpoint import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
+from pydantic import Field
+
+from app.contract.environment import EnvSettings
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
@@ -54,16 +57,18 @@ class RunOptions:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "RunOptions":
         """The driver pod's environment (read when asked, never at import); keyword arguments win."""
-        env = os.environ if env is None else env
-        base = cls()
-        found = cls(
-            progress_file=env.get(PROGRESS_FILE_ENV, base.progress_file),
-            termination_log=env.get("STREAMQ_TERMINATION_LOG", base.termination_log),
-            broker_timeout_s=float(env.get("STREAMQ_BROKER_TIMEOUT_SECONDS", base.broker_timeout_s)),
-            watch_period_s=float(env.get("STREAMQ_WATCH_PERIOD_SECONDS", base.watch_period_s)),
-            report_every_s=float(env.get("STREAMQ_REPORT_PERIOD_SECONDS", base.report_every_s)),
-        )
+        found = cls(**_RunEnv.read(env).given())
         return replace(found, **{k: v for k, v in overrides.items() if v is not None})
+
+
+class _RunEnv(EnvSettings):
+    """The variables ``RunOptions.from_env`` reads, one a field of ``RunOptions`` (None: not set)."""
+
+    progress_file: str | None = Field(None, validation_alias=PROGRESS_FILE_ENV)
+    termination_log: str | None = Field(None, validation_alias="STREAMQ_TERMINATION_LOG")
+    broker_timeout_s: float | None = Field(None, validation_alias="STREAMQ_BROKER_TIMEOUT_SECONDS")
+    watch_period_s: float | None = Field(None, validation_alias="STREAMQ_WATCH_PERIOD_SECONDS")
+    report_every_s: float | None = Field(None, validation_alias="STREAMQ_REPORT_PERIOD_SECONDS")
 
 
 def write_termination_log(path: str, message: str) -> None:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
+from app.contract.environment import EmptyIsUnset, EnvSettings
 from app.contract.names import DEFAULT_DRIVER_SERVICE_ACCOUNT, DEFAULT_JOB_IMAGE, DEFAULT_OPERATOR_SERVICE_ACCOUNT
 from app.contract.policy import OperatorFacts, Policy
 
@@ -56,25 +56,12 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
-        env = os.environ if env is None else env
-        base = cls()
-        return cls(
-            job_image=env.get("STREAMQ_JOB_IMAGE", base.job_image),
-            image_pull_policy=env.get("STREAMQ_IMAGE_PULL_POLICY", base.image_pull_policy),
-            driver_service_account=env.get("STREAMQ_DRIVER_SERVICE_ACCOUNT", base.driver_service_account),
-            operator_service_account=env.get("STREAMQ_OPERATOR_SERVICE_ACCOUNT") or base.operator_service_account,
-            operator_namespace=env.get("STREAMQ_OPERATOR_NAMESPACE") or base.operator_namespace,
-            policy=load_policy(env[POLICY_FILE_ENV]) if env.get(POLICY_FILE_ENV) else base.policy,
-            run_as_user=int(env.get("STREAMQ_RUN_AS_USER", base.run_as_user)),
-            termination_grace_seconds=int(env.get("STREAMQ_TERMINATION_GRACE_SECONDS", base.termination_grace_seconds)),
-            spark_version=env.get("STREAMQ_SPARK_VERSION", base.spark_version),
-            spark_app_main_file=env.get("STREAMQ_SPARK_APP_MAIN_FILE", base.spark_app_main_file),
-            progress_interval_s=float(env.get("STREAMQ_PROGRESS_INTERVAL_SECONDS", base.progress_interval_s)),
-            resync_interval_s=float(env.get("STREAMQ_RESYNC_INTERVAL_SECONDS", base.resync_interval_s)),
-            silent_after_s=float(env.get("STREAMQ_SILENT_AFTER_SECONDS", base.silent_after_s)),
-            spark_ui_ingress_host=env.get("STREAMQ_SPARK_UI_INGRESS_HOST", base.spark_ui_ingress_host),
-            spark_ui_ingress_class=env.get("STREAMQ_SPARK_UI_INGRESS_CLASS", base.spark_ui_ingress_class),
-        )
+        """The Deployment's environment (os.environ when ``env`` is None); unset variables keep the defaults above."""
+        given = _SettingsEnv.read(env).given()
+        policy_file = given.pop("policy_file", None)
+        if policy_file:
+            given["policy"] = load_policy(policy_file)
+        return cls(**given)
 
     @property
     def facts(self) -> OperatorFacts:
@@ -85,6 +72,26 @@ class Settings:
             operator_service_account=self.operator_service_account,
             operator_namespace=self.operator_namespace,
         )
+
+
+class _SettingsEnv(EnvSettings):
+    """The variables ``Settings.from_env`` reads, one a field of ``Settings`` (None: not set)."""
+
+    job_image: str | None = Field(None, validation_alias="STREAMQ_JOB_IMAGE")
+    image_pull_policy: str | None = Field(None, validation_alias="STREAMQ_IMAGE_PULL_POLICY")
+    driver_service_account: str | None = Field(None, validation_alias="STREAMQ_DRIVER_SERVICE_ACCOUNT")
+    operator_service_account: EmptyIsUnset = Field(None, validation_alias="STREAMQ_OPERATOR_SERVICE_ACCOUNT")
+    operator_namespace: EmptyIsUnset = Field(None, validation_alias="STREAMQ_OPERATOR_NAMESPACE")
+    policy_file: EmptyIsUnset = Field(None, validation_alias=POLICY_FILE_ENV)  # read by load_policy
+    run_as_user: int | None = Field(None, validation_alias="STREAMQ_RUN_AS_USER")
+    termination_grace_seconds: int | None = Field(None, validation_alias="STREAMQ_TERMINATION_GRACE_SECONDS")
+    spark_version: str | None = Field(None, validation_alias="STREAMQ_SPARK_VERSION")
+    spark_app_main_file: str | None = Field(None, validation_alias="STREAMQ_SPARK_APP_MAIN_FILE")
+    progress_interval_s: float | None = Field(None, validation_alias="STREAMQ_PROGRESS_INTERVAL_SECONDS")
+    resync_interval_s: float | None = Field(None, validation_alias="STREAMQ_RESYNC_INTERVAL_SECONDS")
+    silent_after_s: float | None = Field(None, validation_alias="STREAMQ_SILENT_AFTER_SECONDS")
+    spark_ui_ingress_host: str | None = Field(None, validation_alias="STREAMQ_SPARK_UI_INGRESS_HOST")
+    spark_ui_ingress_class: str | None = Field(None, validation_alias="STREAMQ_SPARK_UI_INGRESS_CLASS")
 
 
 def load_policy(path: str | Path) -> Policy:
