@@ -19,40 +19,90 @@ The operator's other settings (job image, driver account, ...) are read by
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import sys
+from dataclasses import dataclass
+from typing import Annotated
 
 import kopf
+import typer
+
+from controller.cli import invoke
+
+PROG = "python -m controller"
+cli = typer.Typer(add_completion=False)
 
 
-def parse_args(argv: list[str] | None = None, env: dict[str, str] | None = None) -> argparse.Namespace:
-    env = dict(os.environ) if env is None else env
-    parser = argparse.ArgumentParser(prog="python -m controller", description="The streamq operator.")
-    parser.add_argument("-n", "--namespace", action="append", dest="namespaces", default=None)
-    parser.add_argument("-A", "--all-namespaces", action="store_true")
-    parser.add_argument("--peering", default=env.get("STREAMQ_PEERING") or None)
+@dataclass(frozen=True)
+class OperatorArgs:
+    namespaces: list[str] | None  # None: the whole cluster
+    all_namespaces: bool
+    peering: str | None
+    priority: int
+    standalone: bool
+    liveness: str | None
+    metrics_port: int
+    verbose: bool
+    debug: bool
+
+
+@cli.command(help="The streamq operator.")
+def operator(
+    ctx: typer.Context,
+    namespaces: Annotated[
+        list[str] | None,
+        typer.Option("-n", "--namespace", help="Watch this namespace (repeatable). \\[env: STREAMQ_NAMESPACES=a,b]"),
+    ] = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("-A", "--all-namespaces", help="Watch the whole cluster (the default when no namespace is given).")
+    ] = False,
+    peering: Annotated[
+        str | None, typer.Option(help="Coordinate replicas (needs kopf's peering CRDs). \\[env: STREAMQ_PEERING]")
+    ] = None,
     # kopf pauses every replica when two share a priority; distinct priorities give
     # one active replica and hot standbys that take over when it goes away.
-    parser.add_argument(
-        "--priority", type=int,
-        default=int(env.get("STREAMQ_PEERING_PRIORITY") or random.randint(1, 1_000_000)),
-    )
-    parser.add_argument("--standalone", action="store_true", default=env.get("STREAMQ_STANDALONE") == "1")
-    parser.add_argument("--liveness", default=env.get("STREAMQ_LIVENESS") or None)
-    parser.add_argument("--metrics-port", type=int, default=int(env.get("STREAMQ_METRICS_PORT", "9090")))
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.add_argument("--debug", action="store_true")
-    args = parser.parse_args(argv)
-    if args.namespaces is None and not args.all_namespaces:
+    priority: Annotated[
+        int | None,
+        typer.Option(help="This replica's peering priority (default: random, so replicas differ). \\[env: STREAMQ_PEERING_PRIORITY]"),
+    ] = None,
+    standalone: Annotated[bool, typer.Option("--standalone", help="No peering at all. \\[env: STREAMQ_STANDALONE=1]")] = False,
+    liveness: Annotated[
+        str | None, typer.Option(help="e.g. http://0.0.0.0:8080/healthz \\[env: STREAMQ_LIVENESS]")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Prometheus metrics; 0 turns them off (default 9090). \\[env: STREAMQ_METRICS_PORT]")
+    ] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
+    debug: Annotated[bool, typer.Option("--debug")] = False,
+) -> None:
+    env = ctx.obj.env
+    if not namespaces:  # none given (click hands an empty list)
+        namespaces = None
+    if namespaces is None and not all_namespaces:
         from_env = [n.strip() for n in env.get("STREAMQ_NAMESPACES", "").split(",") if n.strip()]
-        args.namespaces = from_env or None
-    if args.namespaces and args.all_namespaces:
-        parser.error("use either --namespace or --all-namespaces")
-    if args.peering and args.standalone:
-        parser.error("use either --peering or --standalone")
-    return args
+        namespaces = from_env or None
+    peering = peering if peering is not None else env.get("STREAMQ_PEERING") or None
+    standalone = standalone or env.get("STREAMQ_STANDALONE") == "1"
+    if namespaces and all_namespaces:
+        raise typer.BadParameter("use either --namespace or --all-namespaces", ctx)
+    if peering and standalone:
+        raise typer.BadParameter("use either --peering or --standalone", ctx)
+    ctx.obj.result = OperatorArgs(
+        namespaces=namespaces,
+        all_namespaces=all_namespaces,
+        peering=peering,
+        priority=priority if priority is not None else int(env.get("STREAMQ_PEERING_PRIORITY") or random.randint(1, 1_000_000)),
+        standalone=standalone,
+        liveness=liveness if liveness is not None else env.get("STREAMQ_LIVENESS") or None,
+        metrics_port=metrics_port if metrics_port is not None else int(env.get("STREAMQ_METRICS_PORT", "9090")),
+        verbose=verbose,
+        debug=debug,
+    )
+
+
+def parse_args(argv: list[str] | None = None, env: dict[str, str] | None = None) -> OperatorArgs:
+    """The flags, each with its environment fallback (``env``: os.environ when None). Exits 2 on a usage error."""
+    return invoke(cli, argv, PROG, env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,12 +11,13 @@ express, so ``kubectl apply`` refuses those specs before anything runs.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import sys
 from pathlib import Path
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 import yaml
 from pydantic import BaseModel
@@ -25,6 +26,7 @@ from app.contract import GROUP, KIND, PLURAL, SHORT_NAME, VERSION
 from app.contract import spec as spec_model
 from app.contract.progress import field_path
 from app.contract.rules import RULES, Rule
+from controller.cli import invoke
 from controller.status import QueryStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -244,17 +246,21 @@ def _show(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.crd", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail when a generated file differs")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False)
+
+
+@cli.command(help=__doc__.split("\n\n")[0])
+def generate(
+    ctx: typer.Context,
+    check: Annotated[bool, typer.Option("--check", help="fail when a generated file differs")] = False,
+) -> None:
     text = render_yaml()
     stale = []
     for path in OUTPUTS:
         current = path.read_text() if path.exists() else None
         if current == text:
             continue
-        if args.check:
+        if check:
             stale.append(path)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,8 +268,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {_show(path)}")
     if stale:
         print("out of date (run `python -m controller.crd`): " + ", ".join(_show(p) for p in stale), file=sys.stderr)
-        return 1
-    return 0
+        ctx.obj.result = 1
+        return
+    ctx.obj.result = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return invoke(cli, argv, "python -m controller.crd")
 
 
 if __name__ == "__main__":

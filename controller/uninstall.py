@@ -17,16 +17,18 @@ A re-install adds the finalizer back on the operator's first pass.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from app.contract import GROUP, PLURAL, VERSION
+from controller.cli import invoke
 from controller.names import FINALIZER
 
 REQUEST_TIMEOUT_S = 30
@@ -118,21 +120,29 @@ class Uninstall:
         return Released(released, untouched)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller release-finalizers", description=__doc__.split("\n")[0])
-    parser.add_argument("--operator-namespace", required=True)
-    parser.add_argument("--deployment", required=True, help="the operator's Deployment, stopped first")
-    parser.add_argument("-n", "--namespace", action="append", dest="namespaces", help="served namespaces; none: all")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the operator's pods to go")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False)
+
+
+@cli.command(help=__doc__.split("\n")[0])
+def release_finalizers(
+    ctx: typer.Context,
+    operator_namespace: Annotated[str, typer.Option(help="The operator's namespace.")],
+    deployment: Annotated[str, typer.Option(help="the operator's Deployment, stopped first")],
+    namespaces: Annotated[list[str] | None, typer.Option("-n", "--namespace", help="served namespaces; none: all")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the operator's pods to go")] = 120.0,
+) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
     uninstall = Uninstall(client.ApiClient())
-    uninstall.stop_operator(args.operator_namespace, args.deployment, args.timeout)
-    result = uninstall.release_queries(args.namespaces)
+    uninstall.stop_operator(operator_namespace, deployment, timeout)
+    result = uninstall.release_queries(namespaces or None)
     log.info("released %d StreamingQueries from %s (%d had none): %s", len(result.released), FINALIZER,
              result.untouched, ", ".join(result.released) or "-")  # fmt: skip
-    return 0
+    ctx.obj.result = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return invoke(cli, argv, "python -m controller release-finalizers")

@@ -1,0 +1,42 @@
+"""The operator's command lines are typer commands (as the job's `streamq`, app/cli.py), run with ``invoke``.
+
+``invoke(app, argv, prog_name, env)`` runs the one command of ``app`` on ``argv`` and returns what the
+command put in ``ctx.obj.result``: the ``main(argv) -> int`` each module had with argparse. As with
+argparse, ``--help`` exits 0 and a usage error (an unknown or missing flag, two that exclude each
+other) exits 2, with the message on stderr. The command's environment fallbacks read ``ctx.obj.env``:
+``os.environ``, or the mapping a test gives.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+
+__all__ = ["Invocation", "invoke"]
+
+_UNSET: Any = object()
+
+
+@dataclass
+class Invocation:
+    """``ctx.obj`` of a command run by ``invoke``."""
+
+    env: Mapping[str, str]
+    result: Any = _UNSET
+
+
+def invoke(app: typer.Typer, argv: Sequence[str] | None, prog_name: str, env: Mapping[str, str] | None = None) -> Any:
+    call = Invocation(os.environ if env is None else env)
+    try:
+        # The click command itself, not app(): no shell-completion options, plain tracebacks (pod logs).
+        typer.main.get_command(app).main(args=argv, prog_name=prog_name, obj=call, standalone_mode=True)
+    except SystemExit:
+        if call.result is _UNSET:  # --help, a usage error: the exit code click chose (0, 2)
+            raise
+    if call.result is _UNSET:  # pragma: no cover - standalone mode always exits
+        raise SystemExit(0)
+    return call.result
