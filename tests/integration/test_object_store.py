@@ -26,7 +26,11 @@ from tests.support.seaweedfs import REGION
 from tests.support.specs import flagged, query_spec, write_resource
 from tests.support.wait import wait_for
 
-pytestmark = pytest.mark.integration
+# `slow` (out of CI's default run, `hack/test.sh -m slow` runs it): in one full run of 2026-11-25
+# the job committed nothing to the store within 300 s, while it passed alone (65 s) and in four
+# other runs. The wait now shows the job's log when it times out; until that log explains it,
+# a landing does not hang on it. tests/integration/test_image.py's s3a:// test stays in CI.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SECRET = "streamq-checkpoint-store"  # the policy's default allowedSecrets: streamq-*
 
@@ -63,7 +67,7 @@ def test_a_query_checkpoints_to_s3_resumes_from_it_and_is_inspected(kafka_broker
     producer.start()
     first = JobProcess(spec_path, tmp_path, env=env)
     try:
-        wait_for(lambda: sum(committed().values()) >= 100, 300, f"100 input records committed to {location}:\n{first.log()[-3000:]}")
+        wait_for(lambda: sum(committed().values()) >= 100, 300, lambda: f"100 input records committed to {location}:\n{first.log()[-3000:]}")
         command_lines = _jvm_command_lines(first)
         first.signal(signal.SIGTERM)
         assert first.wait(90) == ExitCode.OK, first.log()[-3000:]
