@@ -180,7 +180,7 @@ def _spread(values) -> dict[str, float]:
 def run(args) -> dict[str, Any]:
     import numpy as np
 
-    from app.checkpoint import read_checkpoint
+    from app.checkpoints.reader import read_checkpoint
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),

@@ -93,6 +93,6 @@ DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
 # What a standby query's driver may do with its own Lease (lease_access.lease_role, on the
 # query's Lease by name): (apiGroup, resource, verb) -> the code that needs it.
 LEASE_ACCESS: dict[tuple[str, str, str], str] = {
-    ("coordination.k8s.io", "leases", "get"): "app/lease.py DriverLease.read: who holds the query",
-    ("coordination.k8s.io", "leases", "update"): "app/lease.py DriverLease._write: take over, renew, release",
+    ("coordination.k8s.io", "leases", "get"): "app/driver/lease_holder.py DriverLease.read: who holds the query",
+    ("coordination.k8s.io", "leases", "update"): "app/driver/lease_holder.py DriverLease._write: take over, renew, release",
 }

@@ -1,4 +1,4 @@
-"""The operator's command lines are typer commands (as the job's `streamq`, app/cli.py), run with ``invoke``.
+"""The operator's command lines are typer commands (as the job's `streamq`, app/cli/commands.py), run with ``invoke``.
 
 ``invoke(app, argv, prog_name, env)`` runs the one command of ``app`` on ``argv`` and returns what the
 command put in ``ctx.obj.result``: the ``main(argv) -> int`` each module had with argparse. As with

@@ -5,7 +5,7 @@ A driver gets an API token only when it needs one:
     executors                 the platform's driver account (spec.runtime.serviceAccountName
                               when the policy allows one): Spark starts executor pods with it
     standby, no executors     ``<query>-lease``, an account made for the query that can do one
-                              thing: get and update the query's own Lease (app.lease)
+                              thing: get and update the query's own Lease (app.driver.lease_holder)
     neither                   no account, no token (automountServiceAccountToken: false)
 
 For a standby query the operator makes, before its driver (``objects``):
@@ -34,7 +34,7 @@ from controller.run import Run
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 LEASE_API_VERSION = "coordination.k8s.io/v1"
-LEASE_VERBS = ("get", "update")  # app/lease.py: read, and the conditional replace of renew, take over, release
+LEASE_VERBS = ("get", "update")  # app/driver/lease_holder.py: read, and the conditional replace of renew, take over, release
 
 
 def needs_lease(run: Run) -> bool:
@@ -84,7 +84,7 @@ def lease_role_binding(run: Run, account: str) -> dict[str, Any]:
 
 
 def lease(run: Run) -> dict[str, Any]:
-    """The query's Lease, free: the first driver takes it with ``update`` (app.lease.Candidate: no holder)."""
+    """The query's Lease, free: the first driver takes it with ``update`` (app.driver.lease_holder.Candidate: no holder)."""
     return {
         "apiVersion": LEASE_API_VERSION,
         "kind": "Lease",

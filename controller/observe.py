@@ -72,7 +72,7 @@ class Driver:
 
 @dataclass(frozen=True)
 class LeaseState:
-    """A standby query's Lease as the API server has it (app.lease writes it)."""
+    """A standby query's Lease as the API server has it (app.driver.lease_holder writes it)."""
 
     name: str
     holder: str | None = None

@@ -1,4 +1,4 @@
-"""The driver's progress, from the JSON lines the job prints (app.pipeline.progress).
+"""The driver's progress, from the JSON lines the job prints (app.monitoring.reporting).
 
 The operator has no access to the checkpoint or to Kafka credentials: the job
 measures (committed offsets, lag, health) and the operator shows the newest

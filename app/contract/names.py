@@ -38,7 +38,7 @@ S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules 
 # spec.runtime.sparkUI: the port the driver serves Spark's UI and metrics on (app.pipeline.session),
 # which the operator's <query>-ui Service and the driver container's spark-ui port point at.
 SPARK_UI_PORT = 4040
-# On the query document: where the previous run had committed, for a lost checkpoint (app.resume).
+# On the query document: where the previous run had committed, for a lost checkpoint (app.driver.starting_offsets).
 RESUME_ANNOTATION = f"{GROUP}/resume-from"
 
 

@@ -1,5 +1,5 @@
 """Offsets recorded outside the checkpoint: the operator keeps them in status and hands
-them to the next driver in an annotation, for a checkpoint that was lost (``app.resume``)."""
+them to the next driver in an annotation, for a checkpoint that was lost (``app.driver.starting_offsets``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ that reports every problem at a path the user can find, and, where CEL can say
 it, the same rule for the API server, so ``kubectl apply`` refuses the spec
 before anything runs. Deleting a rule from ``RULES`` removes it from both.
 
-Spark's own analyser is the exact layer (``app.validation.analyser``); these
+Spark's own analyser is the exact layer (``app.pipeline.analyser``); these
 rules catch the common mistakes without a JVM, with a message that says what to change.
 """
 

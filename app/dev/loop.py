@@ -30,7 +30,7 @@ from app.contract import ExitCode
 from app.contract.progress import ProgressRecord
 from app.dev.broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
 from app.dev.payments import flagged_line, latency_line, latency_ms, payment
-from app.pipeline.lines import due_for_people, progress_line
+from app.console.lines import due_for_people, progress_line
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fraud-local.yaml"
 TRIGGERS = {

@@ -2,7 +2,7 @@
 clear error at start, and a broker that goes away is noticed instead of waited on.
 
 Spark's Kafka clients retry quietly for minutes; these checks put a bound on it.
-The job's watchdog (app.pipeline.watchdog) asks the same questions while the query runs.
+The job's watchdog (app.monitoring.watchdog) asks the same questions while the query runs.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.checkpoint import KafkaOffsets
+from app.checkpoints.reader import KafkaOffsets
 from app.contract import ExitCode
-from app.health import slot_shortage
+from app.monitoring.health import slot_shortage
 from app.pipeline.credentials import librdkafka_auth_config
 from app.contract.spec import QuerySpec
 

@@ -123,7 +123,7 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_s
 
 # PySpark logs every AnalysisException it builds, as a multi-kilobyte JSON record with the
 # JVM's stack trace, before the caller has even seen it. streamq reports refusals itself,
-# in one line naming the spec field (app.validation.analyser, app.failures.one_line).
+# in one line naming the spec field (app.pipeline.analyser, app.pipeline.failures.one_line).
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 

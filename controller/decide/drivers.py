@@ -84,7 +84,7 @@ def terminating(d: Draft, drivers: tuple[Driver, ...], run_spec: QuerySpec) -> N
 
 
 def _fenced_off(x: Driver, lease: LeaseState | None, now: datetime) -> tuple[str | None, datetime | None]:
-    """Why the fenced driver ``x`` certainly writes no more, from the query's Lease (app.lease: a
+    """Why the fenced driver ``x`` certainly writes no more, from the query's Lease (app.driver.lease_holder: a
     holder that cannot renew stops its query within RENEW_DEADLINE_S + FENCE_GRACE_S, less than the
     Lease's duration; a driver that does not hold it runs nothing): another pod (the standby) or
     nobody holds it, or ``x``'s hold has expired. Else (None, when to look again); (None, None)

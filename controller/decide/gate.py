@@ -12,7 +12,7 @@ stays small and holds no copy of sparkConf). So a refused change keeps the
 previous spec's driver running, but the operator cannot start that spec again:
 when its driver ends (or the query is suspended and resumed) nothing runs until
 the spec is one the checkpoint can take. The job refuses an incompatible
-checkpoint on its own too (app/run.py), so no path writes a checkpoint the
+checkpoint on its own too (app/driver/run.py), so no path writes a checkpoint the
 spec cannot read.
 """
 

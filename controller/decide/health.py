@@ -1,7 +1,7 @@
 """What the running driver says about itself, read from its progress records (pure).
 
 A stall it reports makes ``Degraded`` ``Stalled`` (the job decides whether to exit); a
-broker it waits for, ``SourceUnavailable``; a restart in place (app.inplace) is an event;
+broker it waits for, ``SourceUnavailable``; a restart in place (app.driver.restarts) is an event;
 a driver that printed nothing for a while is ``Unresponsive``; a checkpoint it had
 to start afresh (from the offsets recorded in status, app.contract.resume) is said
 in an event. Reported, never acted on.

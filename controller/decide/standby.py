@@ -1,7 +1,7 @@
 """The standby driver of a query with ``spec.runtime.standby`` (pure).
 
 A standby is the next attempt's driver pod, created once the current one runs: its
-JVM and SparkSession start, then it waits for the query's Lease (app.lease). The
+JVM and SparkSession start, then it waits for the query's Lease (app.driver.lease_holder). The
 Lease, not this module, keeps the two from running the query at once; these
 decisions only keep the pods and the status in step:
 

@@ -4,7 +4,7 @@ import pytest
 
 from app.contract.spec import QuerySpec
 from app.contract.load import QueryDocument
-from app.validation.analyser import analyse
+from app.pipeline.analyser import analyse
 from tests.support.specs import query_spec
 
 pytestmark = pytest.mark.integration

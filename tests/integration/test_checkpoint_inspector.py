@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from app.checkpoint import read_checkpoint
+from app.checkpoints.reader import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
 from tests.support.jobs import ROOT

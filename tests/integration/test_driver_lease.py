@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
-from app.lease import DriverLease
+from app.driver.lease_holder import DriverLease
 from tests.support.proxy import CuttableProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

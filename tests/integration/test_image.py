@@ -251,7 +251,7 @@ def test_the_job_checkpoints_to_an_s3_store_with_the_images_jars(container, s3_s
     the checkpoint, its obstore reads it (the checkpoint gate), and no key shows in the output."""
     import yaml
 
-    from app.checkpoint import S3Options, configure_s3, read_checkpoint
+    from app.checkpoints.reader import S3Options, configure_s3, read_checkpoint
 
     doc = yaml.safe_load((EXAMPLES / "rate-to-console.yaml").read_text())
     location = f"s3a://{s3_bucket}/image/rate-to-console"

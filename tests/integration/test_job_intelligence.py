@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from app.checkpoint import read_checkpoint
+from app.checkpoints.reader import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
 from app.contract.resume import ResumeFrom
 from tests.support.jobs import JobProcess, ROOT, SteadyProducer

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from app.checkpoint import read_checkpoint
+from app.checkpoints.reader import read_checkpoint
 from app.contract import ExitCode
 from tests.support.jobs import JobProcess, SteadyProducer
 from tests.support.specs import flagged, payments, query_spec, write_resource

@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from app.checkpoint import S3Options, configure_s3, read_checkpoint
+from app.checkpoints.reader import S3Options, configure_s3, read_checkpoint
 from app.contract import ExitCode
 from tests.support.jobs import JobProcess, SteadyProducer
 from tests.support.seaweedfs import REGION

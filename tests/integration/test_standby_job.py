@@ -75,7 +75,7 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
         wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
         standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
         wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
-        # app/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
+        # app/driver/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
         assert "standby: query warmed up in" in standby.log(), standby.log()[-3000:]
         time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
         assert not holds(standby) and commits(standby) == [], "the standby ran while the active driver held the lease"

@@ -54,7 +54,7 @@ PROGRESS = re.compile(r"^(\d\d:\d\d:\d\d) ([\w-]+): (\w+) (epoch|batch) (\d+), (
 
 
 def test_progress_lines_in_the_docs_are_what_the_job_prints():
-    from app.pipeline.lines import progress_line
+    from app.console.lines import progress_line
 
     shown = [m for m in map(PROGRESS.match, sample_lines(DOCS)) if m]
     assert shown, "the docs show a progress line"
@@ -85,7 +85,7 @@ def test_the_dev_loops_lines_in_the_docs_are_what_it_prints():
 
 
 def test_stop_lines_in_the_docs_name_what_each_mode_commits():
-    from app.pipeline.lines import unit
+    from app.console.lines import unit
 
     stops = [re.search(r"query stopped: SIG(INT|TERM) received; committed (epoch|batch) \d+, offsets \{.*\} in \S+$", line)
              for line in sample_lines(DOCS) if "query stopped" in line]  # fmt: skip
@@ -105,7 +105,7 @@ def test_the_security_pages_validate_sample_is_what_validate_prints(tmp_path):
     shown = [line.strip() for line in sample.splitlines() if line.strip().startswith(("invalid", "- spec."))]
     spec = query_spec(RATE_TO_CONSOLE, **{"runtime.image": "evil.io/x:1", "runtime.sparkConf": {"spark.master": "local[64]"}})
     path = write_resource(tmp_path / "query.yaml", "evil", spec)
-    out = subprocess.run([sys.executable, "-c", "from app.cli import main; main()", "validate", str(path)],
+    out = subprocess.run([sys.executable, "-c", "from app.cli.commands import main; main()", "validate", str(path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
     printed = [line.strip() for line in (out.stdout + out.stderr).splitlines()]
     assert out.returncode != 0

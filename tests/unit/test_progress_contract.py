@@ -7,8 +7,8 @@ import pytest
 from app.contract.checkpoint import CheckpointState
 from app.contract.modes import Mode
 from app.contract.progress import HealthState, ProgressRecord, field_path
-from app.health import Verdict
-from app.pipeline.progress import ProgressSink, progress_record
+from app.monitoring.health import Verdict
+from app.monitoring.reporting import ProgressSink, progress_record
 from controller.progress import last_progress, stalled
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.checkpoint import CheckpointError, local_path, read_checkpoint, unwritable
+from app.checkpoints.reader import CheckpointError, local_path, read_checkpoint, unwritable
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ get API as its S3Store); tests/integration/test_object_store.py reads a real one
 
 import pytest
 
-from app import checkpoint
-from app.checkpoint import CheckpointError, S3Files, S3Options, configure_s3, open_location, read_checkpoint
+from app.checkpoints import reader as checkpoint
+from app.checkpoints.reader import CheckpointError, S3Files, S3Options, configure_s3, open_location, read_checkpoint
 from app.contract.load import validate_spec
 from tests.support.specs import query_spec, with_change
 

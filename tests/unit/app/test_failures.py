@@ -1,7 +1,7 @@
 import pytest
 
 from app.contract import ExitCode
-from app.failures import classify, one_line
+from app.pipeline.failures import classify, one_line
 
 pytestmark = pytest.mark.unit
 

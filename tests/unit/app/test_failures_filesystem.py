@@ -7,7 +7,7 @@ the lines that matter), captured with a rate -> noop query and no hadoop-aws/gcs
 import pytest
 
 from app.contract import ExitCode
-from app.failures import classify, one_line, unsupported_filesystem
+from app.pipeline.failures import classify, one_line, unsupported_filesystem
 
 pytestmark = pytest.mark.unit
 

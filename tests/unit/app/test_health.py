@@ -4,7 +4,7 @@ import pytest
 
 from app.contract import ExitCode
 from app.contract.checkpoint import offsets_json, parse_offsets_json
-from app.health import (
+from app.monitoring.health import (
     HealthState, StallClock, compute_lag, judge, partitions_changed, slot_shortage, starting_positions,
 )  # fmt: skip
 from app.contract.load import validate_spec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.contract import ExitCode
-from app.inplace import MAX_DELAY_S, InPlaceRestarts
+from app.driver.restarts import MAX_DELAY_S, InPlaceRestarts
 
 pytestmark = pytest.mark.unit
 

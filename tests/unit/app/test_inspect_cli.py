@@ -6,7 +6,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli.commands import cli
 
 pytestmark = pytest.mark.unit
 

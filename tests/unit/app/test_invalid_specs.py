@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli.commands import cli
 from app.contract import ExitCode
 from tests.support.specs import query_spec, resource, with_change
 

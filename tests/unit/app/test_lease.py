@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S, RENEW_EVERY_S
-from app.lease import Candidate, DriverLease, Holder, Record
+from app.driver.lease_holder import Candidate, DriverLease, Holder, Record
 
 pytestmark = pytest.mark.unit
 

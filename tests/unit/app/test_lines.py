@@ -2,10 +2,10 @@
 
 import pytest
 
-from app.checkpoint import CheckpointState
+from app.checkpoints.reader import CheckpointState
 from app.contract.modes import Mode
-from app.pipeline.lines import HUMAN_EVERY_S, committed_summary, due_for_people, progress_line, wants_human
-from app.pipeline.terminal import QUIET_S, at_boundary
+from app.console.lines import HUMAN_EVERY_S, committed_summary, due_for_people, progress_line, wants_human
+from app.console.terminal import QUIET_S, at_boundary
 
 pytestmark = pytest.mark.unit
 

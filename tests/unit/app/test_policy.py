@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli.commands import cli
 from app.contract import ExitCode
 from app.contract.load import load_document, validate_spec
 from app.contract.policy import OperatorFacts, Policy, check_policy, from_values, is_policy_problem

@@ -2,10 +2,10 @@
 
 import pytest
 
-from app.checkpoint import CheckpointState
+from app.checkpoints.reader import CheckpointState
 from app.contract.load import validate_spec
-from app.health import rate_lag, rate_rows
-from app.pipeline.watchdog import Observation, Watch
+from app.monitoring.health import rate_lag, rate_rows
+from app.monitoring.watchdog import Observation, Watch
 from tests.support.specs import query_spec
 
 pytestmark = pytest.mark.unit

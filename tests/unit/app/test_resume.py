@@ -2,9 +2,9 @@
 
 import pytest
 
-from app.checkpoint import CheckpointState
+from app.checkpoints.reader import CheckpointState
 from app.contract.resume import ResumeFrom
-from app.resume import complete_offsets, plan_start
+from app.driver.starting_offsets import complete_offsets, plan_start
 
 pytestmark = pytest.mark.unit
 

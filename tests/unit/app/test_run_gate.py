@@ -1,11 +1,11 @@
-"""The job's own checkpoint gate (app.run._checkpoint_gate) on checkpoints written by hand:
+"""The job's own checkpoint gate (app.driver.run._checkpoint_gate) on checkpoints written by hand:
 a run outside the operator is protected too."""
 
 import json
 
 import pytest
 
-from app.run import _checkpoint_gate
+from app.driver.run import _checkpoint_gate
 from app.contract.load import validate_spec
 from tests.support.specs import query_spec, with_change
 

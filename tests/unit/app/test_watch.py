@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from app.checkpoint import CheckpointState
+from app.checkpoints.reader import CheckpointState
 from app.contract import ExitCode
-from app.pipeline.progress import ProgressSink
-from app.pipeline.watchdog import Observation, Watch
+from app.monitoring.reporting import ProgressSink
+from app.monitoring.watchdog import Observation, Watch
 from app.contract.load import validate_spec
 from tests.support.specs import query_spec, with_change
 
@@ -140,7 +140,7 @@ def test_sink_writes_a_line_per_record_and_keeps_the_latest(tmp_path):
 def test_listener_numbers_are_kept_finite():
     from types import SimpleNamespace
 
-    from app.pipeline.progress import ListenerRates
+    from app.monitoring.reporting import ListenerRates
 
     rates = ListenerRates()
     rates.update(SimpleNamespace(batchId=7, numInputRows=200, inputRowsPerSecond=float("nan"), processedRowsPerSecond=1234.5678))
@@ -148,7 +148,7 @@ def test_listener_numbers_are_kept_finite():
 
 
 def test_the_watchdog_thread_reports_and_stops_on_a_verdict():
-    from app.pipeline.watchdog import Watchdog
+    from app.monitoring.watchdog import Watchdog
 
     class Canned(Watchdog):
         looks = 0

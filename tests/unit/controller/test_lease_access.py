@@ -150,7 +150,7 @@ def test_a_driver_taking_the_operators_lease_keeps_its_owner_and_labels():
 
     from kubernetes import client
 
-    from app.lease import DriverLease
+    from app.driver.lease_holder import DriverLease
 
     class Api:
         api_client = client.ApiClient()

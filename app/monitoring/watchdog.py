@@ -22,14 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from app.checkpoint import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
+from app.checkpoints.reader import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
 from app.contract.compat import Holds
 from app.contract import ExitCode
-from app.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
+from app.monitoring.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
                         rate_rows, starting_positions)
-from app.inplace import InPlaceRestarts
+from app.driver.restarts import InPlaceRestarts
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
-from app.pipeline.progress import ListenerRates, ProgressSink, progress_record
+from app.monitoring.reporting import ListenerRates, ProgressSink, progress_record
 from app.contract.spec import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")

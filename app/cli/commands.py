@@ -68,8 +68,8 @@ def run(
     log_format: Annotated[LogFormat, typer.Option(help=LOG_FORMAT_HELP)] = LogFormat.AUTO,
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""
-    from app.pipeline.lines import wants_human
-    from app.run import RunOptions, run as run_query
+    from app.console.lines import wants_human
+    from app.driver.run import RunOptions, run as run_query
 
     _setup_logging()
     doc = _load(spec)
@@ -116,7 +116,7 @@ def validate(
             worst = ExitCode.INVALID_SPEC
     if spark and docs:
         from app.pipeline.session import get_session, jvm_output_discarded
-        from app.validation.analyser import analyse
+        from app.pipeline.analyser import analyse
 
         with jvm_output_discarded():
             session = get_session(docs[0][1].spec, "validate", with_secrets=False)
@@ -178,8 +178,8 @@ def inspect_checkpoint(
 
     s3a:// keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or with --spec from the
     Secret its checkpoint.s3 names when it is mounted (as in the driver pod); never from flags."""
-    from app.checkpoint import CheckpointError, S3Options, configure_s3, read_checkpoint
-    from app.inspector import describe, lag_against, render_tables
+    from app.checkpoints.reader import CheckpointError, S3Options, configure_s3, read_checkpoint
+    from app.checkpoints.inspector import describe, lag_against, render_tables
 
     options = S3Options()
     if spec is not None and location.startswith(("s3a://", "s3://")):

@@ -1,6 +1,6 @@
 """Progress of a running query: one JSON line per record on stderr, the latest kept in a file.
 
-The watchdog (app.pipeline.watchdog) writes the records, in every mode: the
+The watchdog (app.monitoring.watchdog) writes the records, in every mode: the
 committed epoch/batch and its offsets come from the checkpoint (what Spark
 resumes from; continuous queries emit no progress events at all), lag and
 partitions from the broker, rates from Spark's listener where Spark reports
@@ -20,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from app.checkpoint import CheckpointState, KafkaOffsets
+from app.checkpoints.reader import CheckpointState, KafkaOffsets
 from app.contract.modes import Mode
 from app.contract.progress import EVENT, ProgressHealth, ProgressRecord
-from app.health import Verdict
-from app.pipeline.lines import due_for_people
+from app.monitoring.health import Verdict
+from app.console.lines import due_for_people
 
 
 def iso(moment: float | None = None) -> str | None:

@@ -11,27 +11,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from app.checkpoint import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
+from app.checkpoints.reader import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
 from pydantic import Field
 
 from app.contract.environment import EnvSettings
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
-from app.failures import classify, one_line
-from app.inplace import InPlaceRestarts
-from app.lease import DriverLease
-from app.warmup import running_tasks, warm_up
+from app.pipeline.failures import classify, one_line
+from app.driver.restarts import InPlaceRestarts
+from app.driver.lease_holder import DriverLease
+from app.driver.warmup import running_tasks, warm_up
 from app.pipeline.credentials import s3_credentials
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
-from app.pipeline.lines import committed_summary, progress_line
-from app.pipeline.terminal import Terminal
+from app.console.lines import committed_summary, progress_line
+from app.console.terminal import Terminal
 from app.pipeline.plan import build_dataframe, build_writer
-from app.pipeline.progress import ListenerRates, ProgressSink, make_listener
+from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
 from app.pipeline.session import get_session, quiet_for_stop
-from app.pipeline.watchdog import Watch, Watchdog
+from app.monitoring.watchdog import Watch, Watchdog
 from app.contract.resume import ResumeFrom
-from app.resume import plan_start
+from app.driver.starting_offsets import plan_start
 from app.contract.load import QueryDocument
 from app.contract.modes import Mode
 from app.contract.spec import IncompatibleChange, QuerySpec
@@ -52,7 +52,7 @@ class RunOptions:
     starting_offsets: str | None = None  # used only when the checkpoint has nothing to resume from
     watch_period_s: float = 2.0
     report_every_s: float = 10.0
-    human: bool = False  # progress as one readable line on a terminal instead of JSON (app.pipeline.lines)
+    human: bool = False  # progress as one readable line on a terminal instead of JSON (app.console.lines)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "RunOptions":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tempfile
 
-from app.failures import classify, one_line
+from app.pipeline.failures import classify, one_line
 from app.contract import ExitCode
 from app.pipeline.plan import apply_transform, build_writer, read_source
 from app.contract.load import QueryDocument

@@ -1,6 +1,6 @@
 """`streamq checkpoint inspect`: what a checkpoint holds, as JSON or tables.
 
-The reading is app.checkpoint's; this module shapes it for people and, when
+The reading is app.checkpoints.reader's; this module shapes it for people and, when
 given a broker, adds the lag of the committed offsets behind the latest ones.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from app.checkpoint import CheckpointState
+from app.checkpoints.reader import CheckpointState
 from app.contract.compat import Holds
-from app.health import compute_lag
-from app.pipeline.progress import iso
+from app.monitoring.health import compute_lag
+from app.monitoring.reporting import iso
 
 
 def describe(state: CheckpointState, now: float | None = None) -> dict[str, Any]:

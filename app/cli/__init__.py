@@ -1,0 +1,1 @@
+"""`streamq`: the command line (typer)."""

@@ -1,0 +1,1 @@
+"""The driver's life: start, the standby's Lease and warm-up, in-place restarts, resuming, stopping."""

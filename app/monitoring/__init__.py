@@ -1,0 +1,1 @@
+"""A running query watched from outside Spark: the watchdog, its health verdicts, the progress it reports."""

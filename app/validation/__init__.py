@@ -1,1 +1,0 @@
-"""Validation beyond the static rules: Spark's own analyser."""
