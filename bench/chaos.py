@@ -40,10 +40,10 @@ from confluent_kafka import Producer
 
 from bench import report
 from bench.common import ROOT, LoadSampler, git_commit, log, machine, now_iso, write_results
-from tests.e2e.cluster import choose_provider, create_cluster
-from tests.e2e.cluster.addons import OPERATOR_NAMESPACE, setup
-from tests.e2e.helpers import Kafka, Output, Queries, condition, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
-from tests.support.wait import WaitTimeout, wait_for
+from testbed.cluster import choose_provider, create_cluster
+from testbed.cluster.addons import OPERATOR_NAMESPACE, setup
+from testbed.cluster.workload import Kafka, Output, Queries, condition, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
+from testbed.wait import WaitTimeout, wait_for
 
 ANY_CLUSTER = ("driver-pod-deleted", "driver-container-killed", "broker-pod-deleted", "operator-pod-killed")
 OWN_NODE = ("kubelet-restarted", "containerd-restarted", "apiserver-stopped-60s")

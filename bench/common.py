@@ -21,8 +21,8 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
 
-# The repository root must be importable: app, and the test support the harnesses reuse
-# rather than copy (tests.support.jobs, .kube, .operator, .specs; bench.chaos the e2e cluster).
+# The repository root must be importable: app, and the testbed the harnesses share with the tests
+# (testbed.jobs, .kube, .operator, .specs; bench.chaos testbed.cluster).
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -297,8 +297,8 @@ def log(message: str) -> None:
 
 
 def kafka_broker(workdir: Path):
-    """app/dev/broker.py's KafkaBroker (the one `streamq dev` and the tests start) in ``workdir``."""
-    from app.dev.broker import KafkaBroker
+    """testbed/kafka_broker.py's KafkaBroker (the one `streamq dev` and the tests start) in ``workdir``."""
+    from testbed.kafka_broker import KafkaBroker
 
     return KafkaBroker(workdir=workdir)
 

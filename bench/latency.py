@@ -118,7 +118,7 @@ class ModeRun:
     """One path: its topics, its job (none for the baseline), a producer and a consumer process."""
 
     def __init__(self, mode: str, broker, workdir: Path, args):
-        from app.dev.broker import make_topic_name
+        from testbed.kafka_broker import make_topic_name
 
         self.mode, self.broker, self.args = mode, broker, args
         self.workdir = workdir / f"{mode}-{time.monotonic_ns()}"
@@ -156,8 +156,8 @@ class ModeRun:
         self._wait_ready()
 
     def _start_job(self) -> None:
-        from tests.support.jobs import JobProcess
-        from tests.support.specs import FRAUD_TRANSFORMS, query_spec, write_resource
+        from testbed.jobs import JobProcess
+        from testbed.specs import FRAUD_TRANSFORMS, query_spec, write_resource
 
         transforms = FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
         spec = query_spec(bootstrap=self.broker.bootstrap, topic=self.source, sink_topic=self.out_topic,

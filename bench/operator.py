@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.operator                 # 200 queries
     .venv/bin/python -m bench.operator --queries 50    # a quicker look
 
-etcd + kube-apiserver start on loopback (tests/support/kube.py), the CRDs and RBAC
+etcd + kube-apiserver start on loopback (testbed/kube.py), the CRDs and RBAC
 from manifests/base are applied, and the operator runs as its own process
 (``python -m controller``, as in the integration tests: its ServiceAccount's token,
 one watched namespace, default settings). One ``kubectl apply`` creates every query.
@@ -123,7 +123,7 @@ class PeakRss(threading.Thread):
 
 def install(kube) -> Path:
     """CRDs, namespaces and RBAC as the integration tests install them; a kubeconfig of the operator's account."""
-    from tests.support.operator import install_streamq
+    from testbed.operator import install_streamq
 
     kubeconfig = install_streamq(kube)
     kube.kubectl("create", "namespace", NAMESPACE)
@@ -136,9 +136,9 @@ def run(args) -> dict[str, Any]:
 
     from app.contract import GROUP, PLURAL, VERSION
     from controller import names
-    from tests.support.operator import Operator
-    from tests.support.specs import RATE_TO_CONSOLE, query_spec, resource
-    from tests.support.kube import KubeApiServer
+    from testbed.operator import Operator
+    from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
+    from testbed.kube import KubeApiServer
 
     results: dict[str, Any] = {
         "bench": "operator", "started": now_iso(), "commit": git_commit(), "machine": machine(),

@@ -432,7 +432,7 @@ class ProfiledRun(ModeRun):
     log_level = "ERROR"
 
     def _start_job(self) -> None:
-        from tests.support.jobs import JobProcess
+        from testbed.jobs import JobProcess
 
         super()._start_job()
         if self.log_level != "ERROR":  # start it again with the level asked for

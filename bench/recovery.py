@@ -17,7 +17,7 @@ them), kill -> first output, and the records written twice. At the end the produ
 stops and every record that passes the filter must have arrived: lost must be 0.
 
 ``--standby`` runs the drivers as a standby query's pods run them: a kube-apiserver
-(tests/support/kube.py) holds the query's Lease, a second job waits for it with its
+(testbed/kube.py) holds the query's Lease, a second job waits for it with its
 SparkSession up, and each kill is followed by nothing but the wait for the Lease.
 ``release`` frees the Lease once the killed process is reaped, as the operator does
 when the kubelet reports the container terminated (the kubelet's own report delay is
@@ -95,7 +95,7 @@ class Drivers:
         self.standby = None
         self.count = 1
         if args.standby != "none":
-            from tests.support.kube import KubeApiServer
+            from testbed.kube import KubeApiServer
 
             self.apiserver = KubeApiServer().start()
             self.apiserver.kubectl("create", "namespace", "bench")
@@ -105,7 +105,7 @@ class Drivers:
             self.env = {"STREAMQ_FAILPOINT": "fail-on-sigusr2"}
 
     def start_standby(self, spec_path: Path) -> None:
-        from tests.support.jobs import JobProcess
+        from testbed.jobs import JobProcess
 
         self.count += 1
         folder = self.workdir / f"driver-{self.count}"
@@ -119,7 +119,7 @@ class Drivers:
 
     def fail(self, mode_run, spec_path: Path) -> None:
         """Kill the running driver (or fail its query in place); leave the next one starting."""
-        from tests.support.jobs import JobProcess
+        from testbed.jobs import JobProcess
 
         if self.args.in_place:
             mode_run.job.signal(signal.SIGUSR2)

@@ -9,4 +9,4 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-exec "${STREAMQ_VENV:-$ROOT/.venv}/bin/python" -m tests.e2e.cluster "$@"
+exec "${STREAMQ_VENV:-$ROOT/.venv}/bin/python" -m testbed.cluster "$@"

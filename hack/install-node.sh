@@ -7,10 +7,10 @@
 #   Kafka's jars                    hack/install-jars.sh     (the broker pod mounts them)
 #   provider "local" only:
 #     containerd, runc, CNI plugins  Debian packages (apt-get), plus iptables and conntrack
-#     the pause image                tests/e2e/cluster/images/pause.c, gcc -static, packed as
+#     the pause image                testbed/cluster/images/pause.c, gcc -static, packed as
 #                                    node/images/pause-<hash>.tar (streamq-e2e/pause:1.0)
 #     CoreDNS                        built from source through the Go module proxy, with the
-#                                    plugins the cluster uses (tests/e2e/cluster/images/coredns/):
+#                                    plugins the cluster uses (testbed/cluster/images/coredns/):
 #                                    coredns/<version>/coredns, packed as
 #                                    node/images/coredns-<version>.tar (streamq-e2e/coredns:<version>)
 #
@@ -31,7 +31,7 @@ COREDNS_VERSION="${STREAMQ_COREDNS_VERSION:-v1.12.4}"
 PY="${STREAMQ_VENV:-$ROOT/.venv}/bin/python"
 NODE="$CACHE/node"
 COREDNS_DIR="$CACHE/coredns/$COREDNS_VERSION"
-PAUSE_SRC="$ROOT/tests/e2e/cluster/images/pause.c"
+PAUSE_SRC="$ROOT/testbed/cluster/images/pause.c"
 
 log() { printf '[install-node] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -125,17 +125,17 @@ if [[ ! -s "$PAUSE_TAR" ]]; then
   gcc -static -Os -s -Wall -Wextra -Werror -o "$work/pause" "$PAUSE_SRC"
   "$work/pause" -v >/dev/null
   rm -f "$NODE"/images/pause-*.tar
-  (cd "$ROOT" && "$PY" -m tests.e2e.cluster.images.pack "$PAUSE_TAR" streamq-e2e/pause:1.0 \
+  (cd "$ROOT" && "$PY" -m testbed.cluster.images.pack "$PAUSE_TAR" streamq-e2e/pause:1.0 \
     --entrypoint /pause --user 65535:65535 --file "/pause=$work/pause:0755") >/dev/null
   log "pause image: $PAUSE_TAR"
 fi
 
 # ------------------------------------------------------------ CoreDNS
-# Only the plugins the cluster's Corefile uses (tests/e2e/cluster/images/coredns/main.go),
+# Only the plugins the cluster's Corefile uses (testbed/cluster/images/coredns/main.go),
 # in a wrapper module that requires CoreDNS at the pinned version: `go install
 # github.com/coredns/coredns@v` works too, but links every plugin (cloud SDKs,
 # tracing...) and takes several times longer cold.
-COREDNS_MAIN="$ROOT/tests/e2e/cluster/images/coredns/main.go"
+COREDNS_MAIN="$ROOT/testbed/cluster/images/coredns/main.go"
 coredns_inputs() { printf '%s %s\n' "$COREDNS_VERSION" "$(sha256sum < "$COREDNS_MAIN" | cut -d' ' -f1)"; }
 if [[ ! -x "$COREDNS_BIN" || "$(cat "$COREDNS_BIN.inputs" 2>/dev/null)" != "$(coredns_inputs)" ]]; then
   command -v go >/dev/null 2>&1 || PATH=/usr/local/go/bin:$PATH
@@ -160,7 +160,7 @@ if [[ ! -x "$COREDNS_BIN" || "$(cat "$COREDNS_BIN.inputs" 2>/dev/null)" != "$(co
   log "CoreDNS built in $((SECONDS - t1)) s"
 fi
 if [[ ! -s "$COREDNS_TAR" || "$COREDNS_TAR" -ot "$COREDNS_BIN" ]]; then
-  (cd "$ROOT" && "$PY" -m tests.e2e.cluster.images.pack "$COREDNS_TAR" "streamq-e2e/coredns:$COREDNS_VERSION" \
+  (cd "$ROOT" && "$PY" -m testbed.cluster.images.pack "$COREDNS_TAR" "streamq-e2e/coredns:$COREDNS_VERSION" \
     --entrypoint /coredns --expose 53/udp --expose 53/tcp --file "/coredns=$COREDNS_BIN:0755") >/dev/null
   log "CoreDNS image: $COREDNS_TAR"
 fi

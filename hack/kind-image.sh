@@ -15,7 +15,7 @@
 #                                     the cached source-built binaries (hack/install-kube.sh)
 #       registry.k8s.io/etcd:<tag>    the cached etcd
 #       registry.k8s.io/coredns/coredns:<tag>   CoreDNS from source, kubeadm's plugins
-#       registry.k8s.io/pause:<tag>   tests/e2e/cluster/images/pause.c, static
+#       registry.k8s.io/pause:<tag>   testbed/cluster/images/pause.c, static
 #       streamq-kind/kindnet:<hash>   the pod network (hack/kind/kindnet)
 #
 # `kind build node-image` is not used: it pulls etcd, CoreDNS, pause, kindnetd and
@@ -46,7 +46,7 @@ SUITE="${STREAMQ_DEBIAN_SUITE:-bookworm}"
 COREDNS_VERSION="${STREAMQ_COREDNS_VERSION:-v1.12.4}"
 BIN_DIR="$CACHE/kube/$KUBE_VERSION/bin"
 WORK="$KIND_CACHE/work"
-PAUSE_SRC="$ROOT/tests/e2e/cluster/images/pause.c"
+PAUSE_SRC="$ROOT/testbed/cluster/images/pause.c"
 BASE_PACKAGES=systemd,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,jq,procps,containerd,runc,containernetworking-plugins
 NET_PACKAGES=iptables,conntrack,iproute2
 export DOCKER_BUILDKIT=0  # the classic builder: FROM local images only, no BuildKit frontend to fetch

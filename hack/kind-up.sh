@@ -51,11 +51,11 @@ case "${1:-up}" in
     log "tools ready after $((SECONDS - t0)) s"
     prepare >/dev/null  # builds what is missing now, so that the cluster's timing is its own
     log "engine, kind and node image ready after $((SECONDS - t0)) s"
-    "$PY" -m tests.e2e.cluster.kind up --name "$NAME" "$@"
+    "$PY" -m testbed.cluster.kind up --name "$NAME" "$@"
     log "done in $((SECONDS - t0)) s; the cluster stays up: hack/kind-up.sh down removes it"
     ;;
-  down) "$PY" -m tests.e2e.cluster.kind down --name "$NAME" ;;
-  kubeconfig) "$PY" -m tests.e2e.cluster.kind kubeconfig --name "$NAME" ;;
+  down) "$PY" -m testbed.cluster.kind down --name "$NAME" ;;
+  kubeconfig) "$PY" -m testbed.cluster.kind kubeconfig --name "$NAME" ;;
   prepare) prepare ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
   *) die "unknown command: $1 (up|down|kubeconfig|prepare)" ;;

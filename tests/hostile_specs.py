@@ -7,7 +7,7 @@ and the integration test that applies them to a real API server with the operato
 from __future__ import annotations
 
 from app.contract.spec import SECRET_KEY_PATTERN
-from tests.support.specs import changed, query_spec
+from testbed.specs import changed, query_spec
 
 BASE = query_spec()
 PVC = {"persistentVolumeClaim": {"claimName": "streamq-checkpoints"}}

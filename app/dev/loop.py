@@ -1,6 +1,6 @@
 """`streamq dev`: a broker, a payment feed, the fraud filter and what it flags, on loopback.
 
-    broker (app.dev.broker, cached jars)  <- payments, a steady feed (app.dev.payments)
+    broker (testbed.kafka_broker, cached jars)  <- payments, a steady feed (app.dev.payments)
     the job (`python -m app run`, its own process, as in a driver pod)  payments -> payments-flagged
     a reader of payments-flagged: each flagged payment and its end-to-end latency
 
@@ -28,7 +28,7 @@ import yaml
 
 from app.contract import ExitCode
 from app.contract.progress import ProgressRecord
-from app.dev.broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
+from testbed.kafka_broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
 from app.dev.payments import flagged_line, latency_line, latency_ms, payment
 from app.console.lines import due_for_people, progress_line
 

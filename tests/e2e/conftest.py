@@ -1,11 +1,11 @@
 """The e2e tier: one cluster for all its tests, torn down after the last one even
 when tests fail (or the run is interrupted by ^C or SIGTERM).
 
-``cluster``  a :class:`tests.e2e.cluster.Cluster` with CoreDNS (local provider), a
+``cluster``  a :class:`testbed.cluster.Cluster` with CoreDNS (local provider), a
              single-broker Kafka in namespace streamq-e2e and the operator installed
              with its Helm chart
-``kafka``    a client for that broker from this machine (:class:`tests.e2e.helpers.Kafka`)
-``sq``       helpers for StreamingQueries in streamq-e2e (:class:`tests.e2e.helpers.Queries`)
+``kafka``    a client for that broker from this machine (:class:`testbed.cluster.workload.Kafka`)
+``sq``       helpers for StreamingQueries in streamq-e2e (:class:`testbed.cluster.workload.Queries`)
 
 STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP (what ``hack/e2e-cluster.sh up``
 prints) run the tests on a cluster that is already up, and leave it up.
@@ -29,8 +29,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.cluster.addons import E2E_NAMESPACE, RESTRICTED_NAMESPACE
-from tests.e2e.helpers import FIGURES, LOG_DIR, Kafka, Queries
+from testbed.cluster.addons import E2E_NAMESPACE, RESTRICTED_NAMESPACE
+from testbed.cluster.workload import FIGURES, LOG_DIR, Kafka, Queries
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,8 +57,8 @@ def _sigterm_as_interrupt() -> None:
 # run that goes on with other tiers (it holds CPUs and memory they need).
 @pytest.fixture(scope="package")
 def cluster():
-    from tests.e2e.cluster import choose_provider, create_cluster
-    from tests.e2e.cluster.addons import setup
+    from testbed.cluster import choose_provider, create_cluster
+    from testbed.cluster.addons import setup
 
     provider = choose_provider()
     existing = os.environ.get("STREAMQ_E2E_KUBECONFIG")

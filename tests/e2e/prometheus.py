@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.cluster.addons import OPERATOR_NAMESPACE, RELEASE
-from tests.e2e.cluster.base import REPO_ROOT, log
-from tests.support.wait import wait_for
+from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
+from testbed.cluster.base import REPO_ROOT, log
+from testbed.wait import wait_for
 
 CHART = REPO_ROOT / "charts" / "streamq"
 OPERATOR_JOB = "streamq-operator"

@@ -8,9 +8,9 @@ import tarfile
 
 import pytest
 
-from tests.e2e.cluster import choose_provider
-from tests.e2e.cluster.images.pack import docker_archive
-from tests.e2e.cluster.local import OUR_CHAINS, _archive_refs
+from testbed.cluster import choose_provider
+from testbed.cluster.images.pack import docker_archive
+from testbed.cluster.local import OUR_CHAINS, _archive_refs
 
 pytestmark = pytest.mark.unit
 
@@ -27,9 +27,9 @@ def test_provider_forced_by_env(monkeypatch):
 
 def test_auto_provider_is_kind_only_when_docker_answers(monkeypatch):
     monkeypatch.delenv("STREAMQ_E2E_PROVIDER", raising=False)
-    monkeypatch.setattr("tests.e2e.cluster.docker_works", lambda: False)
+    monkeypatch.setattr("testbed.cluster.docker_works", lambda: False)
     assert choose_provider() == "local"
-    monkeypatch.setattr("tests.e2e.cluster.docker_works", lambda: True)
+    monkeypatch.setattr("testbed.cluster.docker_works", lambda: True)
     assert choose_provider() == "kind"
 
 

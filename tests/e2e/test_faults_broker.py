@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.e2e.helpers import condition, event_time, figure, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
-from tests.support.wait import wait_for
+from testbed.cluster.workload import condition, event_time, figure, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

@@ -19,10 +19,10 @@ import time
 
 import pytest
 
-from tests.e2e.cluster.addons import OPERATOR_NAMESPACE, RELEASE
-from tests.e2e.cluster.base import REPO_ROOT
-from tests.e2e.helpers import DriverWatch, figure, flagged, fraud_spec, payments, wait_output
-from tests.support.wait import wait_for
+from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
+from testbed.cluster.base import REPO_ROOT
+from testbed.cluster.workload import DriverWatch, figure, flagged, fraud_spec, payments, wait_output
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

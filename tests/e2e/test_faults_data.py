@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.helpers import Output, figure, flagged, fraud_spec, payments, wait_output
-from tests.support.wait import wait_for
+from testbed.cluster.workload import Output, figure, flagged, fraud_spec, payments, wait_output
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from tests.e2e.cluster.addons import E2E_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, RESTRICTED_NAMESPACE, install_operator
-from tests.e2e.cluster.base import REPO_ROOT
-from tests.e2e.helpers import Queries, figure, fraud_spec
-from tests.support.wait import WaitTimeout, wait_for
+from testbed.cluster.addons import E2E_NAMESPACE, OPERATOR_NAMESPACE, RELEASE, RESTRICTED_NAMESPACE, install_operator
+from testbed.cluster.base import REPO_ROOT
+from testbed.cluster.workload import Queries, figure, fraud_spec
+from testbed.wait import WaitTimeout, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.e2e.helpers import figure, flagged, fraud_spec, payments, wait_output
+from testbed.cluster.workload import figure, flagged, fraud_spec, payments, wait_output
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
@@ -59,7 +59,7 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
     }
 
     def executors_run(query: str) -> None:
-        from tests.support.wait import wait_for
+        from testbed.wait import wait_for
 
         def running() -> list[str] | None:
             out = sq.kubectl("get", "pods", "-l", f"streamq.io/query={query},streamq.io/component=executor",

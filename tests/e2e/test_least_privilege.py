@@ -18,8 +18,8 @@ import pytest
 
 from app.contract.lease import lease_name
 from controller import names
-from tests.e2e.helpers import figure
-from tests.support.wait import wait_for
+from testbed.cluster.workload import figure
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

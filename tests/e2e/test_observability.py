@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster.base import kube_bin
-from tests.e2e.helpers import figure, fraud_spec, payments
+from testbed.cluster.base import kube_bin
+from testbed.cluster.workload import figure, fraud_spec, payments
 from tests.e2e.prometheus import DRIVER_JOB, OPERATOR_JOB, Prometheus, TargetFiles, render_rules, scrape_config
-from tests.support.wait import wait_for
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

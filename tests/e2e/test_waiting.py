@@ -13,10 +13,10 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.cluster.addons import OPERATOR_NAMESPACE, RELEASE
-from tests.e2e.cluster.base import REPO_ROOT
-from tests.e2e.helpers import figure, fraud_spec
-from tests.support.wait import wait_for
+from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
+from testbed.cluster.base import REPO_ROOT
+from testbed.cluster.workload import figure, fraud_spec
+from testbed.wait import wait_for
 from tests.unit.controller.gitops_rules import argo_health, kstatus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

@@ -1,6 +1,6 @@
 """Fixtures of the integration tier: the operator against a real kube-apiserver.
 
-The helpers behind them (Operator, Cluster, SPARK_APP_CRD) are in tests/support/operator.py;
+The helpers behind them (Operator, Cluster, SPARK_APP_CRD) are in testbed/operator.py;
 ``helm`` is the binary the chart tests run;
 the kube-apiserver, Kafka and Spark fixtures are registered in tests/conftest.py.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kube import KubeApiServer, kube_bin
+from testbed.kube import KubeApiServer, kube_bin
 from tests.support.kube_fixtures import require_kube_binaries
-from tests.support.operator import Cluster, Operator, install_streamq, unique
+from testbed.operator import Cluster, Operator, install_streamq, unique
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import pytest
 from app.contract.spec import QuerySpec
 from app.contract.load import QueryDocument
 from app.pipeline.analyser import analyse
-from tests.support.specs import query_spec
+from testbed.specs import query_spec
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import pytest
 from app.checkpoints.reader import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
-from tests.support.jobs import ROOT
-from tests.support.specs import flagged, payments, query_spec
-from tests.support.wait import wait_for
+from testbed.jobs import ROOT
+from testbed.specs import flagged, payments, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from app.contract import ExitCode
-from app.dev.broker import _port_is_free
-from tests.support.wait import wait_for
+from testbed.kafka_broker import _port_is_free
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,11 @@ import pytest
 
 from controller import names
 from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
-from tests.support.jobs import JobProcess
+from testbed.jobs import JobProcess
 from tests.support.kubelet_logs import KubeletLogs
-from tests.support.operator import unique
-from tests.support.specs import query_spec
-from tests.support.wait import wait_for
+from testbed.operator import unique
+from testbed.specs import query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.wait import wait_for
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -5,9 +5,9 @@ import signal
 import pytest
 
 from app.contract import ExitCode
-from tests.support.jobs import JobProcess
-from tests.support.specs import flagged, payments, query_spec, write_resource
-from tests.support.kafka import free_port
+from testbed.jobs import JobProcess
+from testbed.specs import flagged, payments, query_spec, write_resource
+from testbed.kafka_broker import free_port
 
 pytestmark = pytest.mark.integration
 

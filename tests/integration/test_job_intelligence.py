@@ -16,9 +16,9 @@ import pytest
 from app.checkpoints.reader import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
 from app.contract.resume import ResumeFrom
-from tests.support.jobs import JobProcess, ROOT, SteadyProducer
-from tests.support.specs import flagged, payments, query_spec, write_resource
-from tests.support.wait import wait_for
+from testbed.jobs import JobProcess, ROOT, SteadyProducer
+from testbed.specs import flagged, payments, query_spec, write_resource
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

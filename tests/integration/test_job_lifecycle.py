@@ -9,9 +9,9 @@ import pytest
 
 from app.checkpoints.reader import read_checkpoint
 from app.contract import ExitCode
-from tests.support.jobs import JobProcess, SteadyProducer
-from tests.support.specs import flagged, payments, query_spec, write_resource
-from tests.support.wait import wait_for
+from testbed.jobs import JobProcess, SteadyProducer
+from testbed.specs import flagged, payments, query_spec, write_resource
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
-from tests.support.specs import flagged, payments, query_spec
+from testbed.specs import flagged, payments, query_spec
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""The real Kafka broker of tests/support/kafka.py, and Spark's connector jars.
+"""The real Kafka broker of testbed/kafka_broker.py, and Spark's connector jars.
 
 Needs hack/install-jars.sh to have run (the fixtures fail with that hint).
 """
@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from tests.support.kafka import KafkaBroker, spark_kafka_jars
+from testbed.kafka_broker import KafkaBroker, spark_kafka_jars
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from tests.support.kube import KubeApiServer, KubectlError, kube_version
-from tests.support.operator import unique
-from tests.support.wait import wait_for
+from testbed.kube import KubeApiServer, KubectlError, kube_version
+from testbed.operator import unique
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

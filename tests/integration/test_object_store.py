@@ -21,10 +21,10 @@ import pytest
 
 from app.checkpoints.reader import S3Options, configure_s3, read_checkpoint
 from app.contract import ExitCode
-from tests.support.jobs import JobProcess, SteadyProducer
+from testbed.jobs import JobProcess, SteadyProducer
 from tests.support.seaweedfs import REGION
-from tests.support.specs import flagged, query_spec, write_resource
-from tests.support.wait import wait_for
+from testbed.specs import flagged, query_spec, write_resource
+from testbed.wait import wait_for
 
 # `slow` (out of CI's default run, `hack/test.sh -m slow` runs it): in one full run of 2026-11-25
 # the job committed nothing to the store within 300 s, while it passed alone (65 s) and in four

@@ -20,8 +20,8 @@ import pytest
 
 from app.contract import GROUP, PLURAL, VERSION
 from tests.support.proxy import InterposingProxy
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

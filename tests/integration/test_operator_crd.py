@@ -11,7 +11,7 @@ import pytest
 
 from app.contract.load import validate_spec
 from app.contract.problems import SpecError
-from tests.support.specs import RATE_TO_CONSOLE, query_spec, resource
+from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
 
 pytestmark = pytest.mark.integration
 

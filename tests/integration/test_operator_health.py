@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
+from testbed.specs import RATE_TO_CONSOLE, query_spec
 from tests.unit.controller.gitops_rules import argo_health, kstatus
 
 pytestmark = pytest.mark.integration

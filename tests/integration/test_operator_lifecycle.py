@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from tests.support.operator import JOB_IMAGE
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.operator import JOB_IMAGE
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def test_a_dying_driver_is_restarted_after_the_backoff_on_the_same_checkpoint(cl
     assert pod2.metadata.annotations["streamq.io/checkpoint-location"] == "/checkpoints/q"
     assert cluster.query_document("q")["spec"]["checkpoint"] == first_doc["spec"]["checkpoint"]
     claim = {v.name: v for v in pod2.spec.volumes}["checkpoint"].persistent_volume_claim.claim_name
-    assert claim == "streamq-checkpoints"  # tests.support.specs: a claim the policy allows (streamq-*)
+    assert claim == "streamq-checkpoints"  # testbed.specs: a claim the policy allows (streamq-*)
     status = cluster.wait_phase("q", "Starting")
     assert status["restarts"] == 1 and status["attempt"] == 2
     cluster.wait_event("q", "DriverFailed")
@@ -204,7 +204,7 @@ def test_a_spec_invalid_for_the_static_rules_is_invalid(cluster, operator):
 def test_metrics_and_liveness(cluster, start_operator):
     import urllib.request
 
-    from tests.support.kube import free_port
+    from testbed.kube import free_port
 
     port = free_port()
     op = start_operator(metrics_port=port)

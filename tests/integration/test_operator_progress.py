@@ -18,13 +18,13 @@ import pytest
 
 from app.contract import RESUME_ANNOTATION, ExitCode
 from controller import names
-from tests.support.jobs import JobProcess
-from tests.support.specs import flagged, payments, query_spec
+from testbed.jobs import JobProcess
+from testbed.specs import flagged, payments, query_spec
 from tests.support.kubelet_logs import KubeletLogs
-from tests.support.kube import free_port
-from tests.support.operator import unique
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.kube import free_port
+from testbed.operator import unique
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

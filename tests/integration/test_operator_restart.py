@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from controller import names
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

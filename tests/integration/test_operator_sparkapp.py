@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.operator import JOB_IMAGE
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.operator import JOB_IMAGE
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 

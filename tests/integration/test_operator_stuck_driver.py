@@ -14,8 +14,8 @@ import time
 import pytest
 
 from controller.decide.drivers import STUCK_SLACK_S
-from tests.support.specs import RATE_TO_CONSOLE, query_spec
-from tests.support.wait import wait_for
+from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -13,11 +13,11 @@ import pytest
 
 from app.contract import ExitCode
 from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
-from tests.support.jobs import JobProcess, SteadyProducer
-from tests.support.kube import write_kubeconfig
+from testbed.jobs import JobProcess, SteadyProducer
+from testbed.kube import write_kubeconfig
 from tests.support.proxy import CuttableProxy
-from tests.support.specs import flagged, query_spec, write_resource
-from tests.support.wait import wait_for
+from testbed.specs import flagged, query_spec, write_resource
+from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""Pytest fixtures for a real Kafka broker (see tests/support/kafka.py).
+"""Pytest fixtures for a real Kafka broker (see testbed/kafka_broker.py).
 
 * ``kafka_broker`` (session): one KRaft broker on 127.0.0.1 for the whole run;
   ``kafka_broker.bootstrap`` is ``"127.0.0.1:PORT"``.
@@ -22,8 +22,8 @@ from typing import Callable, Iterator, TypeVar
 
 import pytest
 
-from tests.support import kafka as _kafka
-from tests.support.kafka import JarsMissing, KafkaBroker, kafka_libs_dir, make_topic_name
+from testbed import kafka_broker as _kafka
+from testbed.kafka_broker import JarsMissing, KafkaBroker, kafka_libs_dir, make_topic_name
 
 T = TypeVar("T")
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.kube import KubeApiServer, kube_bin_dir, missing_binaries
+from testbed.kube import KubeApiServer, kube_bin_dir, missing_binaries
 
 REQUIRED = ("etcd", "kube-apiserver", "kubectl")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-from tests.support.kube import Pki
+from testbed.kube import Pki
 
 
 class CuttableProxy:
@@ -134,7 +134,7 @@ class InterposingProxy:
         threading.Thread(target=self._server.serve_forever, name="interposing-proxy", daemon=True).start()
 
     def kubeconfig_through(self, kubeconfig: Path, path: Path) -> Path:
-        """A copy of ``kubeconfig`` (JSON, as tests.support.kube writes them) whose server is this proxy."""
+        """A copy of ``kubeconfig`` (JSON, as testbed.kube writes them) whose server is this proxy."""
         config = json.loads(kubeconfig.read_text())
         for cluster in config["clusters"]:
             cluster["cluster"]["server"] = self.url

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.support.kube import free_port
+from testbed.kube import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL_HINT = "run hack/install-seaweedfs.sh (builds weed from the Go module proxy into the cache, ~4 min cold)"

@@ -99,7 +99,7 @@ def test_the_security_pages_validate_sample_is_what_validate_prints(tmp_path):
     import subprocess
     import sys
 
-    from tests.support.specs import RATE_TO_CONSOLE, query_spec, write_resource
+    from testbed.specs import RATE_TO_CONSOLE, query_spec, write_resource
 
     sample = re.search(r"```console\n(.*?)```", (ROOT / "docs" / "security.md").read_text(), re.S)[1]
     shown = [line.strip() for line in sample.splitlines() if line.strip().startswith(("invalid", "- spec."))]

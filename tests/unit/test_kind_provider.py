@@ -1,4 +1,4 @@
-"""Pure pieces of the kind e2e provider (tests/e2e/cluster/kind.py): its kind config,
+"""Pure pieces of the kind e2e provider (testbed/cluster/kind.py): its kind config,
 the Kafka NodePort, and how it reads what hack/kind-up.sh prepare prints."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster.kind import (
+from testbed.cluster.kind import (
     KAFKA_NODE_PORT,
     NODE_KAFKA_HOME,
     kafka_nodeport_service,
@@ -40,7 +40,7 @@ def test_kind_pods_get_a_subnet_apart_from_the_local_providers():
     kind node's pods must never cover the local node's pods."""
     import ipaddress
 
-    from tests.e2e.cluster.local import NODE_IP, POD_CIDR
+    from testbed.cluster.local import NODE_IP, POD_CIDR
 
     kind_pods = ipaddress.ip_network(json.loads(kind_config("/k", 1))["networking"]["podSubnet"])
     assert not kind_pods.overlaps(ipaddress.ip_network(POD_CIDR)) and ipaddress.ip_address(NODE_IP) not in kind_pods
@@ -67,7 +67,7 @@ def test_parse_env_lines_keeps_only_assignments():
 
 def test_the_readme_try_it_on_kind_commands_are_kind_up_commands():
     """README "Try it on kind" runs hack/kind-up.sh, whose `up` runs the kind provider's
-    own cluster and add-ons code (python -m tests.e2e.cluster.kind), and its
+    own cluster and add-ons code (python -m testbed.cluster.kind), and its
     subcommands are ones the script has."""
     import re
 
@@ -80,4 +80,4 @@ def test_the_readme_try_it_on_kind_commands_are_kind_up_commands():
     used = set(re.findall(r"hack/kind-up\.sh(?: (\w+))?", block)) - {""}
     handled = set(re.findall(r"^  (\w+)(?: \| [\w-]+)*\)", script, re.M))
     assert used <= handled, (used, handled)
-    assert "-m tests.e2e.cluster.kind up" in script
+    assert "-m testbed.cluster.kind up" in script

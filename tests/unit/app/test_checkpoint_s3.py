@@ -8,7 +8,7 @@ import pytest
 from app.checkpoints import reader as checkpoint
 from app.checkpoints.reader import CheckpointError, S3Files, S3Options, configure_s3, open_location, read_checkpoint
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ import pytest
 from app.contract.checkpoint import CheckpointState, StatefulOperator
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from app.monitoring.health import (
     HealthState, StallClock, compute_lag, judge, partitions_changed, slot_shortage, starting_positions,
 )  # fmt: skip
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from app.cli.commands import cli
 from app.contract import ExitCode
-from tests.support.specs import query_spec, resource, with_change
+from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@ import pytest
 
 from app.pipeline.plan import kafka_sink_options, kafka_source_options
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -23,7 +23,7 @@ from app.contract.policy import OperatorFacts, Policy, check_policy, from_values
 from app.contract.problems import SpecError
 from controller import crd
 from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES, conf
-from tests.support.specs import RATE_TO_CONSOLE, changed, query_spec, resource
+from testbed.specs import RATE_TO_CONSOLE, changed, query_spec, resource
 
 pytestmark = pytest.mark.unit
 

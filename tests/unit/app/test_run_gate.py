@@ -7,7 +7,7 @@ import pytest
 
 from app.driver.run import _checkpoint_gate
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

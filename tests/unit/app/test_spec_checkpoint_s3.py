@@ -4,7 +4,7 @@ import pytest
 
 from app.contract.load import SpecError, validate_spec
 from app.contract.spec import SECRET_KEY_PATTERN
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.contract.load import QuerySpec, SpecError, load_document
-from tests.support.specs import query_spec, resource
+from testbed.specs import query_spec, resource
 
 pytestmark = pytest.mark.unit
 

@@ -2,7 +2,7 @@ import pytest
 
 from app.contract.load import SpecError, load_document, validate_spec
 from app.contract.spec import duration_ms, spark_interval
-from tests.support.specs import query_spec, resource, with_change
+from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
 

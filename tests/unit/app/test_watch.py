@@ -10,7 +10,7 @@ from app.contract import ExitCode
 from app.monitoring.reporting import ProgressSink
 from app.monitoring.watchdog import Observation, Watch
 from app.contract.load import validate_spec
-from tests.support.specs import query_spec, with_change
+from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
 

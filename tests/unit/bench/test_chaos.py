@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import chaos, report
-from tests.support.specs import flagged, payments
+from testbed.specs import flagged, payments
 
 pytestmark = pytest.mark.unit
 

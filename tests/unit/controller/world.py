@@ -15,7 +15,7 @@ from controller import render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
 from controller.status import QueryStatus
-from tests.support.specs import changed, query_spec
+from testbed.specs import changed, query_spec
 
 UID = "0b5c-uid"
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""`python -m tests.e2e.cluster up|down|provider` (what hack/e2e-cluster.sh runs).
+"""`python -m testbed.cluster up|down|provider` (what hack/e2e-cluster.sh runs).
 
     up [--no-addons]   bring a cluster up (plus CoreDNS, Kafka and the operator), print
                        its KUBECONFIG, and stay in the foreground; ^C or SIGTERM tears it down
@@ -13,8 +13,8 @@ import signal
 import sys
 import threading
 
-from tests.e2e.cluster import choose_provider, create_cluster
-from tests.e2e.cluster.base import log
+from testbed.cluster import choose_provider, create_cluster
+from testbed.cluster.base import log
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "down":
         if provider == "local":
-            from tests.e2e.cluster.local import MachineLock, cleanup_leftovers
+            from testbed.cluster.local import MachineLock, cleanup_leftovers
 
             lock = MachineLock()
             lock.acquire(timeout=0)  # refuses while a cluster is up: its owner tears it down
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster.up()
     try:
         if not args.no_addons:
-            from tests.e2e.cluster.addons import setup
+            from testbed.cluster.addons import setup
 
             bootstrap = setup(cluster)
             print(f"KAFKA_BOOTSTRAP={bootstrap}", flush=True)

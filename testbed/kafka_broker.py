@@ -15,7 +15,7 @@ directory, listening on 127.0.0.1 only, on free ports.
 
 Also: ``cache_dir()``, ``jars_dir()`` (Spark's Kafka connector jars for
 ``spark.jars``), ``spark_kafka_jars()``, ``kafka_libs_dir()``. It lives in app/
-so that `streamq dev` can start it; tests/support/kafka.py re-exports it.
+so that `streamq dev` can start it; testbed/kafka_broker.py re-exports it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_HINT = "run hack/install-jars.sh (it installs them into ${STREAMQ_CACHE:-~/.cache/streamq})"
 KAFKA_BROKER_POM = REPO_ROOT / "hack" / "maven" / "kafka-broker" / "pom.xml"
 
@@ -63,7 +63,7 @@ class WaitTimeout(BrokerError, TimeoutError):
 
 
 def wait_for(predicate, timeout: float, message, *, interval: float = 0.5, ignore: tuple = ()):
-    """Poll ``predicate`` until it returns something truthy (tests/support/wait.py is the tests'
+    """Poll ``predicate`` until it returns something truthy (testbed/wait.py is the tests'
     own; app code cannot import tests, so the broker carries this small copy of the idea)."""
     deadline = time.monotonic() + timeout
     delay, last = min(0.05, interval), None

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from string import Template
 
-from tests.e2e.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref
-from tests.support.wait import wait_for
+from testbed.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref
+from testbed.wait import wait_for
 
 MANIFESTS = Path(__file__).parent / "manifests"
 E2E_NAMESPACE = "streamq-e2e"
@@ -37,7 +37,7 @@ def _rollout(cluster: Cluster, namespace: str, what: str, timeout: int) -> None:
 
 
 def deploy_coredns(cluster: Cluster, cluster_dns: str) -> None:
-    from tests.e2e.cluster.local import node_images
+    from testbed.cluster.local import node_images
 
     image = next(ref for ref in node_images() if "/coredns:" in ref)
     cluster.apply(render("coredns.yaml", IMAGE=image, CLUSTER_DNS=cluster_dns))
@@ -113,7 +113,7 @@ def install_operator(cluster: Cluster) -> None:
 
 def setup(cluster: Cluster) -> str:
     """Everything on top of a fresh cluster; returns Kafka's bootstrap for this machine."""
-    from tests.e2e.cluster.local import CLUSTER_DNS, LocalCluster
+    from testbed.cluster.local import CLUSTER_DNS, LocalCluster
 
     t0 = time.monotonic()
     cluster.kubectl("create", "namespace", E2E_NAMESPACE, check=False)

@@ -15,7 +15,7 @@ the broker's external listener (advertised as 127.0.0.1:<port>); a replaced brok
 pod is behind the same address. Checkpoints and the broker's data are directories
 of the node container (``node_dir``), made with ``docker exec``.
 
-``python -m tests.e2e.cluster.kind up|down|kubeconfig`` is what hack/kind-up.sh (the
+``python -m testbed.cluster.kind up|down|kubeconfig`` is what hack/kind-up.sh (the
 README's "Try it on kind") runs: the same cluster and add-ons as the e2e tier, plus
 the fraud-filter sample, left running.
 """
@@ -31,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
-from tests.support.kube import free_port
-from tests.support.wait import wait_for
+from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
+from testbed.kube import free_port
+from testbed.wait import wait_for
 
 NODE_KAFKA_HOME = "/streamq/kafka"
 NODE_HOSTPATH_DIR = "/streamq/hostpath"
@@ -314,8 +314,8 @@ class KindCluster(Cluster):
 def try_it(cluster: KindCluster) -> None:
     """The fraud filter in continuous mode on the cluster's broker: payments in, the
     query Ready, the flagged payments read back from the output topic."""
-    from tests.e2e.cluster.addons import E2E_NAMESPACE
-    from tests.e2e.helpers import Kafka, Queries, flagged, fraud_spec, payments, wait_output
+    from testbed.cluster.addons import E2E_NAMESPACE
+    from testbed.cluster.workload import Kafka, Queries, flagged, fraud_spec, payments, wait_output
 
     kafka = Kafka(cluster.kafka_bootstrap)
     source, sink = kafka.create_topic("payments", partitions=2), kafka.create_topic("payments-flagged", partitions=1)
@@ -337,7 +337,7 @@ def try_it(cluster: KindCluster) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.e2e.cluster.kind",
+    parser = argparse.ArgumentParser(prog="python -m testbed.cluster.kind",
                                      description="a kind cluster with Kafka, the operator and the fraud-filter sample")
     parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
     parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(cluster.kubeconfig if args.command == "kubeconfig" else f"127.0.0.1:{cluster.kafka_port}")
         return 0
-    from tests.e2e.cluster.addons import setup
+    from testbed.cluster.addons import setup
 
     t0 = time.monotonic()
     cluster.up()

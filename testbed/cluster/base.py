@@ -1,4 +1,4 @@
-"""What every cluster provider offers the e2e tests (see ``tests/e2e/cluster/__init__.py``)."""
+"""What every cluster provider offers the e2e tests (see ``testbed/cluster/__init__.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.kube import KubectlError, kube_bin
+from testbed.kube import KubectlError, kube_bin
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
 
 
@@ -48,7 +48,7 @@ def streamq_image_ref() -> str:
 
 
 def kafka_home() -> Path:
-    from tests.support.kafka import kafka_home as home
+    from testbed.kafka_broker import kafka_home as home
 
     return home()
 

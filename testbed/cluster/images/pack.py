@@ -1,6 +1,6 @@
 """Pack a few static files as a docker-archive image (what `docker save` writes).
 
-    python -m tests.e2e.cluster.images.pack OUT.tar NAME:TAG --entrypoint /pause \
+    python -m testbed.cluster.images.pack OUT.tar NAME:TAG --entrypoint /pause \
         --file /pause=/path/to/pause[:0755] [--user 65535:65535] [--expose 53/udp]
 
 One layer holding the given files, owned by root, with a fixed mtime: the same
@@ -69,7 +69,7 @@ def docker_archive(out: Path, ref: str, files: list[tuple[str, Path, int]], entr
         "created": "1970-01-01T00:00:00Z",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "tests/e2e/cluster/images/pack.py"}],
+        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "testbed/cluster/images/pack.py"}],
     }
     config_bytes = json.dumps(image_config, sort_keys=True, separators=(",", ":")).encode()
     config_id = hashlib.sha256(config_bytes).hexdigest()

@@ -15,9 +15,9 @@ import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.e2e.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, OPERATOR_NAMESPACE
-from tests.support.specs import FRAUD_TRANSFORMS, flagged, payments, query_spec, resource
-from tests.support.wait import WaitTimeout, wait_for
+from testbed.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, OPERATOR_NAMESPACE
+from testbed.specs import FRAUD_TRANSFORMS, flagged, payments, query_spec, resource
+from testbed.wait import WaitTimeout, wait_for
 
 NAMESPACE = E2E_NAMESPACE
 FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary

@@ -1,6 +1,6 @@
 """Whole clusters for the e2e tier, behind one entry point.
 
-    from tests.e2e.cluster import create_cluster
+    from testbed.cluster import create_cluster
     cluster = create_cluster()        # provider from STREAMQ_E2E_PROVIDER, else auto
     cluster.up(); ...; cluster.down()
 
@@ -10,7 +10,7 @@ Providers:
   local  one node on this machine from the cached source-built binaries, containerd
          and runc from Debian (see local.py); hack/install-node.sh installs it all.
 
-On top of either, ``tests.e2e.cluster.addons`` deploys CoreDNS (local only: kind
+On top of either, ``testbed.cluster.addons`` deploys CoreDNS (local only: kind
 has its own), a single-broker Kafka and the operator through its Helm chart.
 
 By hand: ``hack/e2e-cluster.sh up`` (stays in the foreground; ^C tears down),
@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 
-from tests.e2e.cluster.base import Cluster
+from testbed.cluster.base import Cluster
 
 PROVIDERS = ("kind", "local")
 
@@ -49,10 +49,10 @@ def choose_provider() -> str:
 def create_cluster(provider: str | None = None) -> Cluster:
     provider = provider or choose_provider()
     if provider == "kind":
-        from tests.e2e.cluster.kind import KindCluster
+        from testbed.cluster.kind import KindCluster
 
         return KindCluster()
-    from tests.e2e.cluster.local import LocalCluster
+    from testbed.cluster.local import LocalCluster
 
     return LocalCluster()
 

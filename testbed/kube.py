@@ -7,7 +7,7 @@ directory, waits until ``/readyz`` answers ``ok`` and writes an admin
 (``system:masters``) kubeconfig. ``stop()`` terminates both processes and
 removes the directory.
 
-    from tests.support.kube import KubeApiServer
+    from testbed.kube import KubeApiServer
 
     with KubeApiServer() as kube:
         kube.kubectl("get", "namespaces")
@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tests.support.wait import WaitTimeout, wait_for
+from testbed.wait import WaitTimeout, wait_for
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = REPO_ROOT / "hack" / "install-kube.sh"
 
 # First address of the service range: the ClusterIP of the `kubernetes` Service.

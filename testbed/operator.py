@@ -27,11 +27,11 @@ from kubernetes.client.exceptions import ApiException
 
 from app.contract import GROUP, LABEL_QUERY, PLURAL, VERSION
 from controller import names
-from tests.support.kube import KubeApiServer, free_port
-from tests.support.specs import resource
-from tests.support.wait import wait_for
+from testbed.kube import KubeApiServer, free_port
+from testbed.specs import resource
+from testbed.wait import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OPERATOR_NAMESPACE = "streamq-system"
 OPERATOR_ACCOUNT = "streamq-operator"
 JOB_IMAGE = "streamq:it"

@@ -1,6 +1,6 @@
 """Provider ``local``: a one-node cluster on this machine, from source-built binaries.
 
-    etcd + kube-apiserver      tests.support.kube.KubeApiServer, bound to the node address
+    etcd + kube-apiserver      testbed.kube.KubeApiServer, bound to the node address
     kube-controller-manager    garbage collector, ServiceAccount tokens, ReplicaSets...
     kube-scheduler
     containerd + runc          Debian's, with its own config, socket, root and state
@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
-from tests.support.kube import (
+from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
+from testbed.kube import (
     SERVICE_CLUSTER_IP_RANGE,
     KubeApiServer,
     _die_with_parent,
@@ -44,7 +44,7 @@ from tests.support.kube import (
     sign_cert,
     write_kubeconfig,
 )
-from tests.support.wait import WaitTimeout, wait_for
+from testbed.wait import WaitTimeout, wait_for
 
 NODE_NAME = "streamq-e2e-node"
 NODE_IP = "10.245.0.1"

@@ -1,6 +1,6 @@
 """The job as a local process, as the driver pod runs it (`python -m app run SPEC`),
 and a steady stream of payments to stop it in the middle of. Specs and payments
-come from tests/support/specs.py."""
+come from testbed/specs.py."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-from tests.support.specs import payments
-from tests.support.wait import wait_for
+from testbed.specs import payments
+from testbed.wait import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class SteadyProducer(threading.Thread):

@@ -1,0 +1,1 @@
+"""What the tests, the benchmarks and hack/ stand a query on: a Kafka broker, a kube-apiserver and the operator on loopback, the job as a process, whole clusters (kind or a local node), and the one way they wait. Not in the wheel."""
