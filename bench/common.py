@@ -297,7 +297,7 @@ def log(message: str) -> None:
 
 
 def kafka_broker(workdir: Path):
-    """testbed/kafka_broker.py's KafkaBroker (the one `streamq dev` and the tests start) in ``workdir``."""
+    """testbed/kafka_broker.py's KafkaBroker (the one `make dev` and the tests start) in ``workdir``."""
     from testbed.kafka_broker import KafkaBroker
 
     return KafkaBroker(workdir=workdir)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from app.dev.payments import percentile
+from devtools.payments import percentile
 
 QUANTILES = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9, "max": 100}
 HDR_MAX_US = 3_600_000_000  # an hour: nothing a window holds is slower

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.dev.payments import percentile
+from devtools.payments import percentile
 from bench.common import (
     LoadSampler,
     git_commit,

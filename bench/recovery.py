@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.dev.payments import percentile
+from devtools.payments import percentile
 from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, print_table, table, write_results
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 

@@ -1,4 +1,4 @@
-"""A real single-node Kafka broker (KRaft) on loopback: the tests' broker and `streamq dev`'s.
+"""A real single-node Kafka broker (KRaft) on loopback: the one the tests, the benchmarks and `make dev` start.
 
 The broker is made of Maven jars that ``hack/install-jars.sh`` puts in the
 cache (``${STREAMQ_CACHE:-~/.cache/streamq}/kafka/<version>/libs``); it runs
@@ -14,8 +14,8 @@ directory, listening on 127.0.0.1 only, on free ports.
     broker.stop()                   # SIGTERM, then SIGKILL; removes the dir
 
 Also: ``cache_dir()``, ``jars_dir()`` (Spark's Kafka connector jars for
-``spark.jars``), ``spark_kafka_jars()``, ``kafka_libs_dir()``. It lives in app/
-so that `streamq dev` can start it; testbed/kafka_broker.py re-exports it.
+``spark.jars``), ``spark_kafka_jars()``, ``kafka_libs_dir()``. It reads the checkout
+(hack/maven's pom, hack/kafka/log4j2.properties): a testbed part, not in the wheel.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import uuid
 import weakref
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from testbed.wait import WaitTimeout, wait_for
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,30 +58,6 @@ class JarsMissing(RuntimeError):
 
 class BrokerError(RuntimeError):
     """The broker did not start, died, or refused an operation."""
-
-
-class WaitTimeout(BrokerError, TimeoutError):
-    """A condition on the broker did not hold in time."""
-
-
-def wait_for(predicate, timeout: float, message, *, interval: float = 0.5, ignore: tuple = ()):
-    """Poll ``predicate`` until it returns something truthy (testbed/wait.py is the tests'
-    own; app code cannot import tests, so the broker carries this small copy of the idea)."""
-    deadline = time.monotonic() + timeout
-    delay, last = min(0.05, interval), None
-    while True:
-        try:
-            last = predicate()
-        except ignore as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        if time.monotonic() >= deadline:
-            what = message() if callable(message) else message
-            raise WaitTimeout(f"timed out after {timeout:g}s waiting for {what} (last: {last!r:.2000})")
-        time.sleep(delay)
-        delay = min(delay * 2, interval)
 
 
 # --------------------------------------------------------------------- cache

@@ -131,27 +131,6 @@ def validate(
     raise typer.Exit(int(worst))
 
 
-class DevMode(str, Enum):
-    CONTINUOUS = "continuous"
-    REAL_TIME = "realTime"
-    MICRO_BATCH = "microBatch"
-
-
-@cli.command()
-def dev(
-    mode: Annotated[DevMode, typer.Option(help="The trigger the fraud filter runs with.")] = DevMode.CONTINUOUS,
-    rate: Annotated[float, typer.Option(min=0.1, help="Payments fed per second.")] = 20.0,
-) -> None:
-    """The fraud filter on a local Kafka broker: payments in, flagged ones and their latency out.
-
-    A broker on loopback (the cached jars), a steady feed of payments, the query, and each
-    flagged payment with its end-to-end latency. Ctrl-C stops all of it."""
-    from app.dev.loop import run_dev
-
-    _setup_logging()
-    raise typer.Exit(run_dev(mode.value, rate))
-
-
 checkpoint_cli = typer.Typer(help="Look inside Structured Streaming checkpoints (no Spark needed).", no_args_is_help=True)
 cli.add_typer(checkpoint_cli, name="checkpoint")
 

@@ -1,6 +1,6 @@
 """A new user's first hour, through a pseudo-terminal as a person would see it.
 
-`hack/run.sh` on the default spec and `streamq dev` (the local fraud loop) are started
+`hack/run.sh` on the default spec and `make dev` (`hack/run.sh --dev`: the local fraud loop) are started
 on a pty, in their own process group like a shell's foreground job; Ctrl-C is SIGINT to
 that group. Real Spark, a real broker from the cached jars; nothing stands in for them.
 """
@@ -117,7 +117,7 @@ def assert_quiet(screen: str) -> None:
 
 
 def test_the_local_fraud_loop_shows_flagged_payments_and_stops_cleanly_on_ctrl_c():
-    term = Terminal([str(ROOT / ".venv" / "bin" / "streamq"), "dev", "--rate", "40"])
+    term = Terminal([str(ROOT / "hack" / "run.sh"), "--dev", "--rate", "40"])
     try:
         screen = term.wait_for_text(r"^broker 127\.0\.0\.1:\d+", timeout=180)
         port, controller = map(int, re.search(r"^broker 127\.0\.0\.1:(\d+) \(controller 127\.0\.0\.1:(\d+)\)", screen, re.M).groups())

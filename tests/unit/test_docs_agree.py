@@ -67,7 +67,7 @@ def test_progress_lines_in_the_docs_are_what_the_job_prints():
 
 
 def test_the_dev_loops_lines_in_the_docs_are_what_it_prints():
-    from app.dev.payments import flagged_line, latency_line
+    from devtools.payments import flagged_line, latency_line
 
     lines = sample_lines(DOCS)
     flagged = [re.match(r"flagged  (\S+) (\S+) amount +([\d,.]+)  latency (\d+) ms$", line) for line in lines]

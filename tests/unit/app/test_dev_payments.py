@@ -1,12 +1,12 @@
-"""The payments `streamq dev` feeds, and how their latency is shown."""
+"""The payments `make dev` feeds, and how their latency is shown."""
 
 import json
 import random
 
 import pytest
 
-from app.dev.loop import local_spec
-from app.dev.payments import FLAG_ABOVE, flagged_line, latency_line, latency_ms, payment, percentile
+from devtools.loop import local_spec
+from devtools.payments import FLAG_ABOVE, flagged_line, latency_line, latency_ms, payment, percentile
 from app.contract.load import validate_spec
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,7 @@ def test_percentiles_are_nearest_rank():
 @pytest.mark.parametrize("mode", ["continuous", "realTime", "microBatch"])
 def test_the_example_becomes_a_valid_spec_on_the_local_broker_in_each_mode(mode):
     import yaml
-    from app.dev.loop import EXAMPLE
+    from devtools.loop import EXAMPLE
 
     doc = local_spec(yaml.safe_load(EXAMPLE.read_text()), "127.0.0.1:39092", mode, "/tmp/ck")
     spec = validate_spec(doc["spec"])

@@ -109,7 +109,7 @@ def test_the_report_names_the_stretched_windows():
 def test_the_one_percentile_takes_a_sorted_numpy_array_as_it_is():
     import numpy as np
 
-    from app.dev.payments import percentile
+    from devtools.payments import percentile
 
     values = np.arange(1, 1001, dtype=float)
     assert percentile(values, 99, presorted=True) == 990.0 == percentile(list(values[::-1]), 99)

@@ -1,6 +1,6 @@
-"""`streamq dev`: a broker, a payment feed, the fraud filter and what it flags, on loopback.
+"""`make dev` (`python -m devtools`): a broker, a payment feed, the fraud filter and what it flags, on loopback.
 
-    broker (testbed.kafka_broker, cached jars)  <- payments, a steady feed (app.dev.payments)
+    broker (testbed.kafka_broker, cached jars)  <- payments, a steady feed (devtools.payments)
     the job (`python -m app run`, its own process, as in a driver pod)  payments -> payments-flagged
     a reader of payments-flagged: each flagged payment and its end-to-end latency
 
@@ -29,10 +29,10 @@ import yaml
 from app.contract import ExitCode
 from app.contract.progress import ProgressRecord
 from testbed.kafka_broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
-from app.dev.payments import flagged_line, latency_line, latency_ms, payment
+from devtools.payments import flagged_line, latency_line, latency_ms, payment
 from app.console.lines import due_for_people, progress_line
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fraud-local.yaml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fraud-local.yaml"
 TRIGGERS = {
     "continuous": {"continuous": {"checkpointInterval": "1s"}},
     "realTime": {"realTime": {"batchDuration": "5s"}},

@@ -1,1 +1,0 @@
-"""`streamq dev`: the fraud filter on a laptop, with a real broker on loopback."""
