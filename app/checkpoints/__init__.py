@@ -1,1 +1,1 @@
-"""Checkpoints read without Spark: the reader (the job's gate, the watchdog) and `streamq checkpoint inspect`."""
+"""Checkpoints read without Spark (reader.py): the job's checkpoint gate, the watchdog, `streamq checkpoint inspect`."""

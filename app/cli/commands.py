@@ -158,7 +158,7 @@ def inspect_checkpoint(
     s3a:// keys come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or with --spec from the
     Secret its checkpoint.s3 names when it is mounted (as in the driver pod); never from flags."""
     from app.checkpoints.reader import CheckpointError, S3Options, configure_s3, read_checkpoint
-    from app.checkpoints.inspector import describe, lag_against, render_tables
+    from app.cli.checkpoint_report import describe, lag_against, render_tables
 
     options = S3Options()
     if spec is not None and location.startswith(("s3a://", "s3://")):

@@ -19,6 +19,7 @@ from app.contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offset
 from app.contract import ExitCode
 from app.contract.progress import HealthState
 from app.contract.spec import QuerySpec
+from app.pipeline.kafka_checks import slot_shortage
 
 
 
@@ -143,18 +144,7 @@ def judge(waiting_s: float, stall_after_s: float, total_lag: int | None, last_co
     return Verdict(HealthState.HEALTHY, "", waiting_s)
 
 
-# --- slots ----------------------------------------------------------------------------
-
-
-def slot_shortage(spec: QuerySpec, partitions: dict[str, int], slots: int) -> str | None:
-    """Why ``slots`` cannot run the source's ``partitions`` in this mode, or None."""
-    count = sum(partitions.values())
-    if not spec.mode.long_running or not count or slots > count:
-        return None
-    return (
-        f"{spec.mode} mode holds one task slot per source partition: {count} partitions "
-        f"need more than {count} slots, the query has {slots}"
-    )
+# --- slots (slot_shortage is pipeline's: app.pipeline.kafka_checks) ------------------
 
 
 def partitions_changed(spec: QuerySpec, before: dict[str, int], now: dict[str, int], slots: int) -> tuple[ExitCode, str] | None:

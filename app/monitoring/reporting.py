@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from app.checkpoints.reader import CheckpointState, KafkaOffsets
+from app.contract.checkpoint import CheckpointState, KafkaOffsets
 from app.contract.modes import Mode
 from app.contract.progress import EVENT, ProgressHealth, ProgressRecord
 from app.monitoring.health import Verdict

@@ -20,20 +20,26 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from app.checkpoints.reader import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
 from app.contract.compat import Holds
 from app.contract import ExitCode
 from app.monitoring.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
                         rate_rows, starting_positions)
-from app.driver.restarts import InPlaceRestarts
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
 from app.monitoring.reporting import ListenerRates, ProgressSink, progress_record
 from app.contract.spec import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")
 MIN_TICK_S = 1.0  # the listener's wake-ups never make looks more frequent than this
+
+
+class Restarts(Protocol):
+    """What the watchdog reports of the driver's restarts in place (app.driver.restarts.InPlaceRestarts)."""
+
+    total: int
+    last_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class Watch:
 
     def __init__(self, spec: QuerySpec, query: str, *, slots: int, partitions: dict[str, int], starting_offsets: str,
                  started_at: float, report_every_s: float = 10.0, recovered: dict | None = None,
-                 restarts: InPlaceRestarts | None = None):  # fmt: skip
+                 restarts: Restarts | None = None):  # fmt: skip
         self.spec, self.query, self.slots = spec, query, slots
         self.restarts = restarts
         self.partitions = dict(partitions)  # as sized at start

@@ -1,1 +1,1 @@
-"""From a spec to a running Spark query: session, plan, progress."""
+"""Spark: the session, the plan (sources, transforms, sinks, triggers), credentials, Kafka checks, the analyser, failure classes."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.checkpoints.reader import KafkaOffsets
+from app.contract.checkpoint import KafkaOffsets
 from app.contract import ExitCode
-from app.monitoring.health import slot_shortage
 from app.pipeline.credentials import librdkafka_auth_config
 from app.contract.spec import QuerySpec
 
@@ -102,6 +101,18 @@ def preflight(spec: QuerySpec, timeout_s: float = 15.0) -> dict[str, int]:
         if endpoint.role == "source":
             partitions = source_partitions(spec, topics)
     return partitions
+
+
+def slot_shortage(spec: QuerySpec, partitions: dict[str, int], slots: int) -> str | None:
+    """Why ``slots`` cannot run the source's ``partitions`` in this mode, or None (pure; the
+    watchdog's health asks it again when partitions grow)."""
+    count = sum(partitions.values())
+    if not spec.mode.long_running or not count or slots > count:
+        return None
+    return (
+        f"{spec.mode} mode holds one task slot per source partition: {count} partitions "
+        f"need more than {count} slots, the query has {slots}"
+    )
 
 
 def check_slots(spec: QuerySpec, partitions: dict[str, int]) -> int:

@@ -3,6 +3,7 @@
 The layers are import-linter contracts in pyproject.toml ([tool.importlinter]); this runs them.
 """
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -17,7 +18,10 @@ LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 CONTRACTS = {
     "contract-is-standalone",
     "operator-uses-only-the-contract",
+    "job-layers",
+    "product-without-harness",
     "bench-does-not-use-tests",
+    "testbed-is-below-its-users",
 }
 
 
@@ -27,7 +31,7 @@ def test_the_layers_are_all_declared():
 
 
 def test_the_import_contracts_are_kept():
-    """app.contract imports nothing of the job, controller only app.contract, bench no new piece of tests."""
+    """The picture of docs/architecture.md: the job's layers, the operator on the contract, the harness apart."""
     assert LINT_IMPORTS.is_file(), f"{LINT_IMPORTS} is missing: pip install -e '.[dev]'"
     done = subprocess.run(
         [str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -47,3 +51,14 @@ def test_every_contract_module_imports_with_spark_unavailable():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_the_architecture_picture_names_the_parts_of_app():
+    """docs/architecture.md's table lists app/'s folders, no more, no fewer."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    listed = set(re.findall(r"^\| `app/(\w+)/` \|", text, re.M))
+    folders = {p.name for p in (ROOT / "app").iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert listed == folders
+    picture = text[text.index("```") : text.index("```", text.index("```") + 3)]
+    for folder in folders | {"controller", "testbed", "devtools", "bench", "tests"}:
+        assert f"{folder}/" in picture, f"{folder}/ is missing from the picture"

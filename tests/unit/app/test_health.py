@@ -5,8 +5,9 @@ import pytest
 from app.contract import ExitCode
 from app.contract.checkpoint import offsets_json, parse_offsets_json
 from app.monitoring.health import (
-    HealthState, StallClock, compute_lag, judge, partitions_changed, slot_shortage, starting_positions,
+    HealthState, StallClock, compute_lag, judge, partitions_changed, starting_positions,
 )  # fmt: skip
+from app.pipeline.kafka_checks import slot_shortage
 from app.contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
