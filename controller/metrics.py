@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from typing import Any, Callable
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
 from controller.phases import Phase
-from app.contract.progress import HealthState
+from app.contract.progress import HealthState, ProgressRecord
 from controller.status import parse_time
 
 
@@ -69,7 +69,7 @@ class Metrics:
             self.queries.labels(phase=phase.value).set(0)
 
     def observe(self, namespace: str, query: str, verb: str, phase: Phase | None, restarted: bool,
-                progress: dict[str, Any] | None = None) -> None:  # fmt: skip
+                progress: ProgressRecord | None = None) -> None:  # fmt: skip
         self.reconciles.labels(verb=verb).inc()
         if restarted:
             self.restarts.labels(namespace=namespace, query=query).inc()
@@ -79,27 +79,26 @@ class Metrics:
             self._progress(namespace, query, progress)
         self._refresh()
 
-    def _progress(self, namespace: str, query: str, progress: dict[str, Any]) -> None:
+    def _progress(self, namespace: str, query: str, progress: ProgressRecord) -> None:
         key = (namespace, query)
-        if isinstance(progress.get("totalLag"), int):
-            self.lag.labels(namespace, query).set(progress["totalLag"])
+        if progress.total_lag is not None:
+            self.lag.labels(namespace, query).set(progress.total_lag)
         seen: set[tuple[str, str]] = set()
-        for topic, parts in (progress.get("lag") or {}).items():
-            for partition, value in (parts or {}).items():
-                if isinstance(value, int):
-                    self.partition_lag.labels(namespace, query, topic, str(partition)).set(value)
-                    seen.add((topic, str(partition)))
+        for topic, parts in (progress.lag or {}).items():
+            for partition, value in parts.items():
+                self.partition_lag.labels(namespace, query, topic, str(partition)).set(value)
+                seen.add((topic, str(partition)))
         for topic, partition in self._partitions.get(key, set()) - seen:
             self.partition_lag.remove(namespace, query, topic, partition)
         self._partitions[key] = seen
-        moment = parse_time(progress.get("lastCommitTime"))
+        moment = parse_time(progress.last_commit_time)
         if moment is not None:
             self._commits[key] = moment.timestamp()
             self.last_commit.labels(namespace, query).set(moment.timestamp())
-        health = progress.get("health") if isinstance(progress.get("health"), dict) else {}
-        self.stalled.labels(namespace, query).set(1 if health.get("state") == HealthState.STALLED else 0)
-        if isinstance(progress.get("inPlaceRestarts"), int):
-            self.in_place.labels(namespace, query).set(progress["inPlaceRestarts"])
+        stalled = progress.health is not None and progress.health.state == HealthState.STALLED
+        self.stalled.labels(namespace, query).set(1 if stalled else 0)
+        if progress.in_place_restarts is not None:
+            self.in_place.labels(namespace, query).set(progress.in_place_restarts)
 
     def forget(self, namespace: str, query: str) -> None:
         key = (namespace, query)

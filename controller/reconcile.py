@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.contract import failpoints
 from app.contract.failpoints import Failpoint
+from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
@@ -156,7 +157,7 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
     return None
 
 
-def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> dict | None:
+def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> ProgressRecord | None:
     if not status.driver:
         return None
     pod = status.driver if status.driver_kind == "Pod" else f"{status.driver}-driver"

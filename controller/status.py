@@ -18,12 +18,14 @@ from too) and the helpers that read and write it.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_serializer, field_validator,
+                      model_validator)
 from pydantic.alias_generators import to_camel
 
 from app.contract.compat import SourceIdentity
+from app.contract.progress import Json, ProgressRecord
 from app.contract.spec import QuerySpec
 from controller.phases import ConditionType, Phase
 from controller.run import fields_hash
@@ -98,6 +100,9 @@ class Reconciled(StatusModel):
         return SourceIdentity(kind=s.kind, topics=frozenset(s.topics) if s.topics is not None else None, pattern=s.pattern)
 
 
+_OPEN_OBJECT = {"anyOf": [{"additionalProperties": True, "type": "object"}, {"type": "null"}]}
+
+
 class QueryStatus(StatusModel):
     phase: Phase | None = None
     mode: str | None = Field(default=None, description="The trigger mode: continuous, realTime, microBatch, availableNow.")
@@ -124,7 +129,8 @@ class QueryStatus(StatusModel):
         description="Deprecated: the whole last spec, as streamq 0.1.0 kept it; replaced by reconciled.",
     )
     conditions: list[Condition] = Field(default_factory=list)
-    progress: dict[str, Any] | None = Field(
+    # The CRD keeps the record open (x-kubernetes-preserve-unknown-fields): a newer job may print more.
+    progress: Annotated[ProgressRecord | None, WithJsonSchema(_OPEN_OBJECT)] = Field(
         default=None,
         description=(
             "The latest progress record of the driver: batchId (last committed epoch/batch), committedOffsets, "
@@ -132,6 +138,19 @@ class QueryStatus(StatusModel):
             "health (Healthy/Stalled), updatedAt."
         ),
     )
+
+    @field_validator("progress", mode="wrap")
+    @classmethod
+    def _progress_or_nothing(cls, value: Any, handler) -> ProgressRecord | None:
+        # A record this operator cannot read (hand-edited, another version's) is dropped, not the status.
+        try:
+            return handler(value)
+        except ValidationError:
+            return None
+
+    @field_serializer("progress")
+    def _progress_as_shown(self, progress: ProgressRecord | None) -> Json | None:
+        return None if progress is None else progress.status_fields()
 
     @model_validator(mode="after")
     def _read_legacy_spec(self) -> "QueryStatus":

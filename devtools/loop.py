@@ -128,7 +128,7 @@ def relay_job(proc: subprocess.Popen, screen: Screen) -> None:
             state = record.health.state if record.health else None
             if due_for_people(shown, time.monotonic(), state):
                 shown = (time.monotonic(), state)
-                screen.say(progress_line(record.wire()))
+                screen.say(progress_line(record))
         elif line.strip():
             screen.say(line)
 

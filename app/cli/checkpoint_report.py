@@ -23,7 +23,7 @@ def describe(state: CheckpointState, now: float | None = None) -> dict[str, Any]
     out = state.to_json(now)
     out["committedAt"] = iso(state.committed_at)
     out["plannedAt"] = iso(state.planned_at)
-    out["holds"] = Holds.of(state).to_json()
+    out["holds"] = Holds.of(state).to_wire().model_dump(by_alias=True)
     return out
 
 

@@ -1,16 +1,16 @@
 """What a person reads on a terminal: one progress line per record, one line at the stop.
 
-Pure functions over the wire form of a progress record (app.contract.progress) and
-a checkpoint's state; the JSON record stays what the operator reads.
+Pure functions over a progress record (app.contract.progress) and a checkpoint's
+state; the JSON record stays what the operator reads.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from app.contract.checkpoint import CheckpointState
 from app.contract.modes import Mode
+from app.contract.progress import HealthState, ProgressRecord
 
 
 def unit(mode: Mode | str | None) -> str:
@@ -24,20 +24,20 @@ def _rate(value: float | None) -> str:
     return f"{value:,.0f} rows/s" if value >= 100 else f"{value:.1f} rows/s"
 
 
-def progress_line(record: dict[str, Any]) -> str:
+def progress_line(record: ProgressRecord) -> str:
     """``HH:MM:SS name: continuous epoch 87, 5.0 rows/s, lag 3, Healthy`` (and why, when not)."""
-    clock = (record.get("timestamp") or "")[11:19] or "--:--:--"
-    batch = record.get("batchId")
-    done = f"{unit(record.get('mode'))} {batch if batch is not None else '-'}"
-    rate = record.get("processedRowsPerSecond")
+    clock = (record.timestamp or "")[11:19] or "--:--:--"
+    batch = record.batch_id
+    done = f"{unit(record.mode)} {batch if batch is not None else '-'}"
+    rate = record.processed_rows_per_second
     if rate is None:
-        rate = record.get("inputRowsPerSecond")
-    lag = record.get("totalLag")
-    health = record.get("health") or {}
-    state = health.get("state") or "Unknown"
-    why = f" ({health['message']})" if health.get("message") and state != "Healthy" else ""
+        rate = record.input_rows_per_second
+    lag = record.total_lag
+    health = record.health
+    state = health.state if health is not None else HealthState.UNKNOWN
+    why = f" ({health.message})" if health is not None and health.message and state != HealthState.HEALTHY else ""
     lag_text = f"lag {lag:,}" if lag is not None else "lag -"
-    return f"{clock} {record.get('query') or 'query'}: {record.get('mode') or '?'} {done}, {_rate(rate)}, {lag_text}, {state}{why}"
+    return f"{clock} {record.query or 'query'}: {record.mode or '?'} {done}, {_rate(rate)}, {lag_text}, {state}{why}"
 
 
 def committed_summary(state: CheckpointState, mode: Mode) -> str:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from app.contract.checkpoint import CheckpointState
+from app.contract.progress import CheckpointHolds
 from app.contract.spec import QuerySpec
 
 
@@ -41,22 +41,17 @@ class Holds:
             stateful_operators=tuple(o.name or "unknown" for o in state.stateful_operators),
         )
 
-    def to_json(self) -> dict[str, Any]:
-        return {"sourceKinds": list(self.source_kinds), "topics": sorted(self.topics),
-                "statefulOperators": list(self.stateful_operators)}  # fmt: skip
+    def to_wire(self) -> CheckpointHolds:
+        """As the progress record carries it (and `streamq checkpoint inspect` prints it)."""
+        return CheckpointHolds(source_kinds=list(self.source_kinds), topics=sorted(self.topics),
+                               stateful_operators=list(self.stateful_operators))  # fmt: skip
 
     @classmethod
-    def from_json(cls, data: Any) -> "Holds | None":
-        if not isinstance(data, dict):
+    def from_wire(cls, wire: CheckpointHolds | None) -> "Holds | None":
+        if wire is None:
             return None
-        try:
-            return cls(
-                source_kinds=tuple(str(k) for k in data.get("sourceKinds") or ()),
-                topics=frozenset(str(t) for t in data.get("topics") or ()),
-                stateful_operators=tuple(str(o) for o in data.get("statefulOperators") or ()),
-            )
-        except TypeError:
-            return None
+        return cls(source_kinds=tuple(wire.source_kinds), topics=frozenset(wire.topics),
+                   stateful_operators=tuple(wire.stateful_operators))  # fmt: skip
 
 
 @dataclass(frozen=True)

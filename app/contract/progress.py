@@ -1,18 +1,20 @@
 """The progress record: what the job prints (one JSON line) and the operator reads back.
 
 The job's watchdog builds a ``ProgressRecord`` and prints it on stderr; the
-operator finds the newest one in the driver's log tail (``from_line``) and copies
-``status_fields()`` into ``status.progress``. Metrics and printer columns name
-fields through ``field_path`` so a renamed field fails at import, not in a cluster.
+operator finds the newest one in the driver's log tail (``from_line``), keeps it,
+typed, in its status model (``for_status``: with the attempt that reported it) and
+writes ``status_fields()`` into ``status.progress``. The record is a dict only where it
+becomes JSON (``wire``, ``status_fields``). Metrics and printer columns name fields
+through ``field_path`` so a renamed field fails at import, not in a cluster.
 """
 
 from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
 from app.contract.modes import Mode
@@ -40,13 +42,30 @@ class ProgressHealth(_Wire):
 
 
 Offsets = dict[str, dict[str, int]]  # {"topic": {"0": 42}}: JSON keys are strings
+Json = dict[str, JsonValue]  # a record as it is printed or written into status
+
+
+class CheckpointHolds(_Wire):
+    """What the checkpoint holds, as far as reusing it matters (app.contract.compat.Holds)."""
+
+    source_kinds: list[str] = Field(default_factory=list)  # one per source, in query order: "kafka" | "other"
+    topics: list[str] = Field(default_factory=list)
+    stateful_operators: list[str] = Field(default_factory=list)
+
+
+class Recovered(_Wire):
+    """The query started without a (readable) checkpoint, from offsets kept outside it."""
+
+    reason: str
+    batch_id: int | None = None
+    starting_offsets: str | None = None
 
 
 class ProgressRecord(_Wire):
     """The job fills every field it measured; a reader takes what is there (an older or newer
     job may print less or more), so only the event marker is required."""
 
-    event: Literal["progress"]
+    event: Literal["progress"] = EVENT  # required on a log line (from_line); status keeps no marker
     query: str | None = None
     mode: Mode | None = None
     batch_id: int | None = Field(default=None, description="Last committed epoch (continuous) or batch id")
@@ -62,17 +81,20 @@ class ProgressRecord(_Wire):
     slots: int | None = None
     health: ProgressHealth | None = None
     checkpoint: str | None = None
-    checkpoint_holds: dict[str, Any] | None = None
-    recovered: dict[str, Any] | None = None
+    checkpoint_holds: CheckpointHolds | None = None
+    recovered: Recovered | None = None
     in_place_restarts: int | None = Field(
         default=None, description="Times this driver restarted its query from the checkpoint without a new pod"
     )
     last_in_place_restart: str | None = Field(default=None, description="Why the query was last restarted in place")
     timestamp: str | None = None
+    # Status only (never printed): when the record was measured, and which driver attempt printed it.
+    updated_at: str | None = None
+    attempt: int | None = None
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> Json:
         """The record as printed: camelCase keys, None fields as null (recovered only when set)."""
-        out = self.model_dump(mode="json", by_alias=True)
+        out = self.model_dump(mode="json", by_alias=True, exclude=_STATUS_ONLY)
         if self.recovered is None:
             out.pop("recovered")
         return out
@@ -97,14 +119,22 @@ class ProgressRecord(_Wire):
         except ValidationError:
             return None
 
-    def status_fields(self) -> dict[str, Any]:
-        """What status.progress shows: every measured field that is set, and when it was measured."""
-        out = {k: v for k, v in self.wire().items() if k not in _NOT_IN_STATUS and v is not None}
-        if self.timestamp is not None:
-            out["updatedAt"] = self.timestamp
-        return out
+    def for_status(self, attempt: int | None = None) -> ProgressRecord:
+        """The record as status.progress keeps it: when it was measured and, once the operator
+        knows it, the attempt of the driver that printed it."""
+        updated_at = self.timestamp if self.timestamp is not None else self.updated_at
+        return self.model_copy(update={"updated_at": updated_at, "attempt": attempt if attempt is not None else self.attempt})
+
+    def status_fields(self) -> Json:
+        """What status.progress shows: every measured field that is set, when it was measured, by which attempt."""
+        out = self.model_dump(mode="json", by_alias=True, exclude=_NOT_IN_STATUS)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def reported_by(self, attempt: int) -> bool:
+        return self.attempt == attempt
 
 
+_STATUS_ONLY = {"updated_at", "attempt"}
 _NOT_IN_STATUS = {"event", "query", "mode", "timestamp"}
 
 

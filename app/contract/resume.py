@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
 from app.contract.checkpoint import offsets_json
+from app.contract.progress import ProgressRecord
 
 
 @dataclass(frozen=True)
@@ -33,15 +32,12 @@ class ResumeFrom:
             return None
 
     @classmethod
-    def from_progress(cls, progress: dict[str, Any] | None, checkpoint: str) -> "ResumeFrom | None":
+    def from_progress(cls, progress: ProgressRecord | None, checkpoint: str) -> "ResumeFrom | None":
         """From status.progress, when it was committed to this checkpoint."""
-        if not isinstance(progress, dict) or progress.get("checkpoint") != checkpoint:
-            return None
-        offsets = progress.get("committedOffsets")
-        if not isinstance(offsets, dict) or not offsets:
+        if progress is None or progress.checkpoint != checkpoint or not progress.committed_offsets:
             return None
         try:
-            parsed = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in offsets.items()}
-        except (AttributeError, TypeError, ValueError):
+            parsed = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in progress.committed_offsets.items()}
+        except ValueError:  # a partition that is not a number
             return None
-        return cls(offsets_json(parsed), progress.get("batchId"), checkpoint)
+        return cls(offsets_json(parsed), progress.batch_id, checkpoint)

@@ -30,6 +30,7 @@ from app.pipeline.plan import build_dataframe, build_writer
 from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
 from app.pipeline.session import get_session, quiet_for_stop
 from app.monitoring.watchdog import Watch, Watchdog
+from app.contract.progress import Recovered
 from app.contract.resume import ResumeFrom
 from app.driver.starting_offsets import plan_start
 from app.contract.load import QueryDocument
@@ -269,7 +270,7 @@ class _Attempt:
         self.query = None
         self.watch: Watch | None = None
 
-    def start_and_watch(self, spark, starting_offsets: str | None, recovered: dict | None,
+    def start_and_watch(self, spark, starting_offsets: str | None, recovered: Recovered | None,
                         stop: StopRequest) -> tuple[ExitCode, str]:  # fmt: skip
         spec, name = self.spec, self.doc.name
         try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from app.contract.checkpoint import EARLIEST, CheckpointState, KafkaOffsets, offsets_json, parse_offsets_json
+from app.contract.progress import Recovered
 from app.contract.resume import ResumeFrom
 
 
@@ -25,7 +25,7 @@ from app.contract.resume import ResumeFrom
 class StartPlan:
     starting_offsets: str | None  # overrides the spec's startingOffsets; None keeps it
     note: str | None = None  # what happened, for the log and the progress records
-    recovered: dict[str, Any] | None = None  # {"batchId", "startingOffsets", "reason"} when resuming without a checkpoint
+    recovered: Recovered | None = None  # when resuming without a checkpoint
 
 
 def complete_offsets(offsets: KafkaOffsets, partitions: dict[str, int]) -> KafkaOffsets:
@@ -57,5 +57,5 @@ def plan_start(state: CheckpointState, resume: ResumeFrom | None, partitions: di
     starting = offsets_json(complete_offsets(given, partitions)) if given else resume.starting_offsets
     since = f" committed at batch {resume.batch_id}" if resume.batch_id is not None else ""
     note = f"the checkpoint at {state.location} is {why}: starting a fresh one from the offsets{since}: {starting}"
-    recovered = {"reason": why, "batchId": resume.batch_id, "startingOffsets": starting}
+    recovered = Recovered(reason=why, batch_id=resume.batch_id, starting_offsets=starting)
     return StartPlan(starting, note, recovered)

@@ -10,19 +10,19 @@ reads the newest line of the driver's log into ``status.progress``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from app.contract.checkpoint import CheckpointState, KafkaOffsets
 from app.contract.modes import Mode
-from app.contract.progress import EVENT, ProgressHealth, ProgressRecord
+from app.contract.progress import EVENT, CheckpointHolds, ProgressHealth, ProgressRecord, Recovered
 from app.monitoring.health import Verdict
 from app.console.lines import due_for_people
 
@@ -44,25 +44,39 @@ def wire_offsets(offsets: KafkaOffsets | dict[str, dict[int, int]]) -> dict[str,
     return {t: {str(p): o for p, o in sorted(parts.items())} for t, parts in sorted(offsets.items())}
 
 
+@dataclass(frozen=True)
+class Rates:
+    """Rows and rates of the last batch: Spark's listener's (micro-batch, realTime) or, where Spark
+    reports none (continuous), the watchdog's own from offset deltas."""
+
+    batch_id: int | None = None
+    num_input_rows: int | None = None
+    input_rows_per_second: float | None = None
+    processed_rows_per_second: float | None = None
+
+    def __bool__(self) -> bool:
+        return self != Rates()
+
+
 class ListenerRates:
     """The numbers Spark's listener reports for each micro-batch (none in continuous mode)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._latest: dict[str, Any] = {}
+        self._latest = Rates()
 
-    def update(self, progress: Any) -> None:
+    def update(self, progress) -> None:  # pyspark's StreamingQueryProgress
         with self._lock:
-            self._latest = {
-                "batchId": progress.batchId,
-                "numInputRows": progress.numInputRows,
-                "inputRowsPerSecond": _finite(progress.inputRowsPerSecond),
-                "processedRowsPerSecond": _finite(progress.processedRowsPerSecond),
-            }
+            self._latest = Rates(
+                batch_id=progress.batchId,
+                num_input_rows=progress.numInputRows,
+                input_rows_per_second=_finite(progress.inputRowsPerSecond),
+                processed_rows_per_second=_finite(progress.processedRowsPerSecond),
+            )
 
-    def latest(self) -> dict[str, Any]:
+    def latest(self) -> Rates:
         with self._lock:
-            return dict(self._latest)
+            return self._latest
 
 
 def make_listener(rates: ListenerRates, wake: threading.Event | None = None):
@@ -91,19 +105,19 @@ def progress_record(
     query: str,
     mode: Mode,
     state: CheckpointState,
-    rates: dict[str, Any],
+    rates: Rates,
     lag: dict[str, dict[int, int]] | None,
     partitions: dict[str, int],
     slots: int,
     verdict: Verdict,
     stall_after_s: float,
-    holds: dict[str, Any],
-    recovered: dict[str, Any] | None,
+    holds: CheckpointHolds,
+    recovered: Recovered | None,
     now: float,
     in_place_restarts: int | None = None,
     last_in_place_restart: str | None = None,
-) -> dict[str, Any]:
-    """The record the operator reads back (app.contract.progress), in its wire form."""
+) -> ProgressRecord:
+    """The record the operator reads back (app.contract.progress)."""
     return ProgressRecord(
         event=EVENT,
         query=query,
@@ -112,9 +126,9 @@ def progress_record(
         committed_offsets=wire_offsets(state.kafka_offsets()),
         last_commit_time=iso(state.committed_at),
         in_flight=state.in_flight,
-        num_input_rows=rates.get("numInputRows"),
-        input_rows_per_second=rates.get("inputRowsPerSecond"),
-        processed_rows_per_second=rates.get("processedRowsPerSecond"),
+        num_input_rows=rates.num_input_rows,
+        input_rows_per_second=rates.input_rows_per_second,
+        processed_rows_per_second=rates.processed_rows_per_second,
         lag=wire_offsets(lag) if lag is not None else None,
         total_lag=sum(sum(p.values()) for p in lag.values()) if lag is not None else None,
         partitions=dict(sorted(partitions.items())),
@@ -131,29 +145,29 @@ def progress_record(
         in_place_restarts=in_place_restarts,
         last_in_place_restart=last_in_place_restart,
         timestamp=iso(now),
-    ).wire()
+    )
 
 
 class ProgressSink:
     """Writes each record as a line to a stream (JSON, unless ``render`` says otherwise:
     the human line on a terminal) and keeps the latest as JSON in a file."""
 
-    def __init__(self, path: str | None, stream=None, render: Callable[[dict[str, Any]], str] | None = None):
+    def __init__(self, path: str | None, stream=None, render: Callable[[ProgressRecord], str] | None = None):
         self.path = Path(path) if path else None
         self.stream = stream or sys.stderr
         self.render = render
-        self.latest: dict[str, Any] | None = None
+        self.latest: ProgressRecord | None = None
         self._lock = threading.Lock()
         self._shown: tuple[float, str] | None = None  # the last human line: when, health state
 
-    def emit(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True)
+    def emit(self, record: ProgressRecord) -> None:
+        line = record.to_line()
         with self._lock:
             self.latest = record
             if self.render is None:
                 print(line, file=self.stream, flush=True)
             else:
-                now, state = time.monotonic(), (record.get("health") or {}).get("state")
+                now, state = time.monotonic(), record.health.state if record.health is not None else None
                 if due_for_people(self._shown, now, state):
                     self._shown = (now, state)
                     print(self.render(record), file=self.stream, flush=True)

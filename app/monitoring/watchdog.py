@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol
 
 from app.checkpoints.reader import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
 from app.contract.compat import Holds
@@ -28,7 +28,8 @@ from app.contract import ExitCode
 from app.monitoring.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
                         rate_rows, starting_positions)
 from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
-from app.monitoring.reporting import ListenerRates, ProgressSink, progress_record
+from app.contract.progress import ProgressRecord, Recovered
+from app.monitoring.reporting import ListenerRates, ProgressSink, Rates, progress_record
 from app.contract.spec import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")
@@ -55,7 +56,7 @@ class Observation:
 
 @dataclass
 class Step:
-    record: dict[str, Any] | None = None
+    record: ProgressRecord | None = None
     exit: tuple[ExitCode, str] | None = None
 
 
@@ -65,14 +66,14 @@ class _Rates:
 
     committed: tuple[float, int] | None = None  # (wall time, committed total) at the last new commit
     latest: tuple[float, int] | None = None  # (wall time, latest total) at the last report
-    values: dict[str, Any] = field(default_factory=dict)
+    values: Rates = Rates()
 
 
 class Watch:
     """The watchdog's judgement, from observations only (no I/O, no clock)."""
 
     def __init__(self, spec: QuerySpec, query: str, *, slots: int, partitions: dict[str, int], starting_offsets: str,
-                 started_at: float, report_every_s: float = 10.0, recovered: dict | None = None,
+                 started_at: float, report_every_s: float = 10.0, recovered: Recovered | None = None,
                  restarts: Restarts | None = None):  # fmt: skip
         self.spec, self.query, self.slots = spec, query, slots
         self.restarts = restarts
@@ -105,7 +106,7 @@ class Watch:
             self.start = merged
         return self.start or {}
 
-    def _rates_now(self, obs: Observation, rates: dict[str, Any]) -> dict[str, Any]:
+    def _rates_now(self, obs: Observation, rates: Rates) -> Rates:
         if rates:  # Spark's own numbers (micro-batch, realTime)
             return rates
         r = self._rates
@@ -113,17 +114,17 @@ class Watch:
         if obs.state.last_committed != self._last_batch and obs.state.last_committed is not None:
             if r.committed is not None and obs.wall > r.committed[0]:
                 rows = committed - r.committed[1]
-                r.values["numInputRows"] = rows
-                r.values["processedRowsPerSecond"] = round(rows / (obs.wall - r.committed[0]), 3)
+                r.values = replace(r.values, num_input_rows=rows,
+                                   processed_rows_per_second=round(rows / (obs.wall - r.committed[0]), 3))  # fmt: skip
             r.committed = (obs.wall, committed)
         if obs.latest is not None:
             latest = sum(sum(p.values()) for p in obs.latest.values())
             if r.latest is not None and obs.wall - r.latest[0] >= 1.0:
-                r.values["inputRowsPerSecond"] = round((latest - r.latest[1]) / (obs.wall - r.latest[0]), 3)
+                r.values = replace(r.values, input_rows_per_second=round((latest - r.latest[1]) / (obs.wall - r.latest[0]), 3))
                 r.latest = (obs.wall, latest)
             elif r.latest is None:
                 r.latest = (obs.wall, latest)
-        return dict(r.values)
+        return r.values
 
     def _committed_rows(self, state: CheckpointState) -> int:
         rate = self.spec.source.rate
@@ -131,7 +132,7 @@ class Watch:
             return rate_rows(state.committed_offsets, rate.num_partitions, rate.rows_per_second) or 0
         return sum(sum(p.values()) for p in state.kafka_offsets().values())
 
-    def step(self, obs: Observation, rates: dict[str, Any] | None = None) -> Step:
+    def step(self, obs: Observation, rates: Rates | None = None) -> Step:
         state = obs.state
         lag = None
         rate = self.spec.source.rate
@@ -149,7 +150,7 @@ class Watch:
             step.exit = changed
         elif verdict.state is HealthState.STALLED and self.spec.health.on_stall is OnStall.RESTART:
             step.exit = (ExitCode.STALLED, f"stalled: {verdict.message}")
-        current_rates = self._rates_now(obs, rates or {})
+        current_rates = self._rates_now(obs, rates or Rates())
         due = (
             self._last_report is None
             or state.last_committed != self._last_batch
@@ -164,19 +165,19 @@ class Watch:
                                       partitions=obs.partitions if obs.partitions is not None else self.partitions)  # fmt: skip
         return step
 
-    def record(self, state: CheckpointState, verdict: Verdict, wall: float, *, rates: dict[str, Any] | None = None,
-               lag: KafkaOffsets | None = None, partitions: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+    def record(self, state: CheckpointState, verdict: Verdict, wall: float, *, rates: Rates | None = None,
+               lag: KafkaOffsets | None = None, partitions: dict[str, int] | None = None) -> ProgressRecord:  # fmt: skip
         restarts = self.restarts
         return progress_record(
-            query=self.query, mode=self.spec.mode, state=state, rates=rates or {}, lag=lag,
+            query=self.query, mode=self.spec.mode, state=state, rates=rates or Rates(), lag=lag,
             partitions=self.partitions if partitions is None else partitions, slots=self.slots,
-            verdict=verdict, stall_after_s=self.stall_after_s, holds=Holds.of(state).to_json(),
+            verdict=verdict, stall_after_s=self.stall_after_s, holds=Holds.of(state).to_wire(),
             recovered=self.recovered, now=wall,
             in_place_restarts=restarts.total if restarts is not None else None,
             last_in_place_restart=restarts.last_reason if restarts is not None else None,
         )  # fmt: skip
 
-    def waiting_for_source(self, state: CheckpointState, message: str, waited_s: float, wall: float) -> dict[str, Any]:
+    def waiting_for_source(self, state: CheckpointState, message: str, waited_s: float, wall: float) -> ProgressRecord:
         """The record while the query is stopped on a broker that does not answer."""
         return self.record(state, Verdict(HealthState.SOURCE_UNAVAILABLE, message, waited_s), wall)
 

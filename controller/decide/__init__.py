@@ -69,7 +69,7 @@ def _decide(inputs: Inputs) -> Decision:
         d.delete(x, "not owned by this StreamingQuery")
 
     if inputs.progress is not None:  # what the current driver reported; kept while no newer comes
-        d.status.progress = {**inputs.progress, "attempt": old.attempt}
+        d.status.progress = inputs.progress.for_status(old.attempt)
 
     # 2. the checkpoint gate
     run_spec, checkpoint = checkpoint_gate(d, desired)

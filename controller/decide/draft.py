@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from app.contract.policy import OperatorFacts, Policy
+from app.contract.progress import ProgressRecord
 from controller.decide.conditions import Problem, ProblemKind, conditions
 from controller.observe import Driver, LeaseState
 from controller.phases import Phase
@@ -31,7 +32,7 @@ class Inputs:
     status: QueryStatus
     drivers: tuple[Driver, ...]
     now: datetime
-    progress: dict[str, Any] | None = None  # the driver's newest progress record, if read this pass
+    progress: ProgressRecord | None = None  # the driver's newest progress record, if read this pass
     silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
     policy: Policy | None = None  # the platform's policy (chart values); None: none applies
     facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy

@@ -18,8 +18,8 @@ spec cannot read.
 
 from __future__ import annotations
 
-from typing import Any
 
+from app.contract.progress import ProgressRecord
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract.spec import IncompatibleChange, QuerySpec
 from controller.decide.conditions import ProblemKind
@@ -56,15 +56,15 @@ def held(d: Draft) -> Decision:
 
 
 def _incompatibility(last: Reconciled | None, desired: QuerySpec, current: CheckpointStatus | None,
-                     progress: dict[str, Any] | None) -> str | None:  # fmt: skip
+                     progress: ProgressRecord | None) -> str | None:  # fmt: skip
     """The first reason the desired spec cannot run on the current checkpoint: from the spec it
     was written with, else from what the job reported the checkpoint holds."""
     if last is None or desired.checkpoint.location != last.checkpoint_location:
         return None
     found = spec_differences(last.source_identity, desired)
     if not found and current is not None and last.spec_hash != fields_hash(desired):
-        holds = Holds.from_json((progress or {}).get("checkpointHolds"))
-        if holds is not None and (progress or {}).get("checkpoint") == current.location:
+        holds = Holds.from_wire(progress.checkpoint_holds) if progress is not None else None
+        if holds is not None and progress.checkpoint == current.location:
             found = checkpoint_differences(holds, desired)
     return found[0] if found else None
 

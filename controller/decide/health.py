@@ -33,7 +33,7 @@ def reported(d: Draft, current: Driver) -> None:
             d.event("Warning", Reason.SOURCE_UNAVAILABLE, f"driver {current.name}: {unavailable}")
     restarts = reports.in_place_restarts(d.status.progress, attempt)
     if restarts > reports.in_place_restarts(d.old.progress, attempt):
-        why = (d.status.progress or {}).get("lastInPlaceRestart") or "a transient failure"
+        why = (d.status.progress.last_in_place_restart if d.status.progress else None) or "a transient failure"
         d.event("Warning", Reason.RESTARTED_IN_PLACE,
                 f"driver {current.name} restarted its query from the checkpoint without a new pod "
                 f"({restarts} so far): {why}")  # fmt: skip
@@ -43,10 +43,10 @@ def reported(d: Draft, current: Driver) -> None:
     found = reports.recovered(d.status.progress, attempt)
     if found is not None and reports.recovered(d.old.progress, attempt) is None:
         location = d.status.checkpoint.location if d.status.checkpoint else "?"
-        batch = f" committed at batch {found['batchId']}" if found.get("batchId") is not None else ""
+        batch = f" committed at batch {found.batch_id}" if found.batch_id is not None else ""
         d.event("Warning", Reason.CHECKPOINT_LOST,
-                f"the checkpoint at {location} was {found.get('reason', 'missing')}: driver {current.name} started a fresh "
-                f"one from the offsets{batch} recorded in status (nothing skipped): {found.get('startingOffsets')}")  # fmt: skip
+                f"the checkpoint at {location} was {found.reason}: driver {current.name} started a fresh "
+                f"one from the offsets{batch} recorded in status (nothing skipped): {found.starting_offsets}")  # fmt: skip
 
 
 def _silence(d: Draft, current: Driver, attempt: int) -> str | None:

@@ -64,7 +64,7 @@ def ensure(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkpoin
     only after it holds the Lease, so the standby cannot win the Lease from the driver status names."""
     if not run_spec.runtime.standby or d.standby is not None or current.deleting:
         return
-    if (d.status.progress or {}).get("attempt") != current.attempt:
+    if d.status.progress is None or not d.status.progress.reported_by(current.attempt):
         return
     run = Run(query=d.inputs.name, namespace=d.inputs.namespace, attempt=newest_attempt + 1, spec=run_spec,
               checkpoint_location=checkpoint.location, standby=True)  # fmt: skip

@@ -15,6 +15,7 @@ import pytest
 
 from app.checkpoints.reader import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
+from app.contract.progress import ProgressRecord
 from app.contract.resume import ResumeFrom
 from testbed.jobs import JobProcess, ROOT, SteadyProducer
 from testbed.specs import flagged, payments, query_spec, write_resource
@@ -124,7 +125,7 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
         assert stop(first) == ExitCode.OK
     finally:
         first.stop()
-    last = json.loads(first.progress_file.read_text())  # what the operator holds in status.progress
+    last = ProgressRecord.from_line(first.progress_file.read_text()).for_status()  # what the operator holds in status.progress
     shutil.rmtree(ck)
     sent = len(producer.sent)  # input keeps arriving while there is no job and no checkpoint
     wait_for(lambda: len(producer.sent) >= sent + 100, 60, "100 payments while no job runs")

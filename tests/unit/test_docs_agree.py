@@ -55,6 +55,7 @@ PROGRESS = re.compile(r"^(\d\d:\d\d:\d\d) ([\w-]+): (\w+) (epoch|batch) (\d+), (
 
 def test_progress_lines_in_the_docs_are_what_the_job_prints():
     from app.console.lines import progress_line
+    from app.contract.progress import ProgressRecord
 
     shown = [m for m in map(PROGRESS.match, sample_lines(DOCS)) if m]
     assert shown, "the docs show a progress line"
@@ -63,7 +64,7 @@ def test_progress_lines_in_the_docs_are_what_the_job_prints():
         record = {"timestamp": f"2026-11-23T{clock}.000Z", "query": query, "mode": mode, "batchId": int(batch),
                   "processedRowsPerSecond": float(rate.replace(",", "")), "totalLag": int(lag.replace(",", "")),
                   "health": {"state": state}}  # fmt: skip
-        assert progress_line(record) == m[0]
+        assert progress_line(ProgressRecord.model_validate(record)) == m[0]
 
 
 def test_the_dev_loops_lines_in_the_docs_are_what_it_prints():

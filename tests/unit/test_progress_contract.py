@@ -6,9 +6,9 @@ import pytest
 
 from app.contract.checkpoint import CheckpointState
 from app.contract.modes import Mode
-from app.contract.progress import HealthState, ProgressRecord, field_path
+from app.contract.progress import CheckpointHolds, HealthState, ProgressRecord, field_path
 from app.monitoring.health import Verdict
-from app.monitoring.reporting import ProgressSink, progress_record
+from app.monitoring.reporting import ProgressSink, Rates, progress_record
 from controller.progress import last_progress, stalled
 
 pytestmark = pytest.mark.unit
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.unit
 def _printed_record() -> str:
     state = CheckpointState(location="/ck", exists=True, last_committed=7, committed_offsets=[{"t": {"0": 40}}])
     record = progress_record(
-        query="q", mode=Mode.CONTINUOUS, state=state, rates={}, lag={"t": {0: 3}}, partitions={"t": 1}, slots=3,
-        verdict=Verdict(HealthState.STALLED, "no commit for 70s", 70.0), stall_after_s=60.0, holds={}, recovered=None,
+        query="q", mode=Mode.CONTINUOUS, state=state, rates=Rates(), lag={"t": {0: 3}}, partitions={"t": 1}, slots=3,
+        verdict=Verdict(HealthState.STALLED, "no commit for 70s", 70.0), stall_after_s=60.0, holds=CheckpointHolds(), recovered=None,
         now=1767268800.0,
     )  # fmt: skip
     stream = io.StringIO()
@@ -28,10 +28,12 @@ def _printed_record() -> str:
 
 def test_what_the_job_prints_is_what_the_operator_reads():
     progress = last_progress(_printed_record())
-    assert progress["batchId"] == 7 and progress["committedOffsets"] == {"t": {"0": 40}}
-    assert progress["totalLag"] == 3 and progress["lag"] == {"t": {"0": 3}} and progress["slots"] == 3
-    assert progress["updatedAt"] == "2026-01-01T12:00:00.000Z"
-    assert stalled({**progress, "attempt": 1}, 1) == "no commit for 70s"
+    assert progress.batch_id == 7 and progress.committed_offsets == {"t": {"0": 40}}
+    assert progress.total_lag == 3 and progress.lag == {"t": {"0": 3}} and progress.slots == 3
+    assert progress.updated_at == "2026-01-01T12:00:00.000Z"
+    assert stalled(progress.for_status(1), 1) == "no commit for 70s"
+    shown = progress.for_status(1).status_fields()
+    assert shown["updatedAt"] == "2026-01-01T12:00:00.000Z" and shown["attempt"] == 1 and "event" not in shown
 
 
 def test_a_line_that_is_not_a_record_is_skipped():

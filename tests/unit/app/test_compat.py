@@ -25,8 +25,10 @@ def test_holds_of_a_checkpoint():
                             stateful_operators=(StatefulOperator(0, "dedupe"), StatefulOperator(1, None)))  # fmt: skip
     h = Holds.of(state)
     assert h == holds("kafka", topics=["payments"], ops=["dedupe", "unknown"])
-    assert Holds.from_json(h.to_json()) == h
-    assert Holds.from_json(None) is None and Holds.from_json("x") is None
+    assert Holds.from_wire(h.to_wire()) == h
+    assert h.to_wire().model_dump(by_alias=True) == {"sourceKinds": list(h.source_kinds), "topics": sorted(h.topics),
+                                                     "statefulOperators": list(h.stateful_operators)}  # fmt: skip
+    assert Holds.from_wire(None) is None
 
 
 def test_a_checkpoint_of_the_same_source_fits():

@@ -4,6 +4,7 @@ import pytest
 
 from app.checkpoints.reader import CheckpointState
 from app.contract.modes import Mode
+from app.contract.progress import ProgressRecord
 from app.console.lines import HUMAN_EVERY_S, committed_summary, due_for_people, progress_line, wants_human
 from app.console.terminal import QUIET_S, at_boundary
 
@@ -14,7 +15,7 @@ def record(**changes):
     base = {"event": "progress", "query": "fraud", "mode": "continuous", "batchId": 87, "totalLag": 3,
             "processedRowsPerSecond": 5.0, "inputRowsPerSecond": None, "timestamp": "2026-11-23T06:15:01.809Z",
             "health": {"state": "Healthy", "message": "", "waitingSeconds": 0.0, "stallAfterSeconds": 60.0}}  # fmt: skip
-    return {**base, **changes}
+    return ProgressRecord.model_validate({**base, **changes})
 
 
 def test_a_continuous_record_reads_as_one_line_with_epoch_rate_and_lag():

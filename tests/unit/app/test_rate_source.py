@@ -52,14 +52,14 @@ def state(epoch, value, due):
 def test_a_rate_query_is_healthy_with_rows_per_second_from_its_committed_offsets():
     w = rate_watch()
     first = w.step(Observation(now=1.0, wall=T0 + 1, state=state(3, 100, T0 + 0.5), partitions={}))
-    assert first.record["health"]["state"] == "Healthy" and first.record["totalLag"] == 5
+    assert first.record.wire()["health"]["state"] == "Healthy" and first.record.wire()["totalLag"] == 5
     second = w.step(Observation(now=3.0, wall=T0 + 3, state=state(5, 120, T0 + 2.5), partitions={}))
-    assert second.record["processedRowsPerSecond"] == pytest.approx(10.0) and second.record["numInputRows"] == 20
-    assert second.record["lag"] == {"rate": {"0": 5}}
+    assert second.record.wire()["processedRowsPerSecond"] == pytest.approx(10.0) and second.record.wire()["numInputRows"] == 20
+    assert second.record.wire()["lag"] == {"rate": {"0": 5}}
 
 
 def test_a_rate_query_that_stops_committing_is_stalled_not_unknown():
     w = rate_watch()
     w.step(Observation(now=1.0, wall=T0 + 1, state=state(3, 100, T0 + 0.5), partitions={}))
     late = w.step(Observation(now=400.0, wall=T0 + 400, state=state(3, 100, T0 + 0.5), partitions={}))
-    assert late.record["health"]["state"] == "Stalled" and late.record["totalLag"] > 0
+    assert late.record.wire()["health"]["state"] == "Stalled" and late.record.wire()["totalLag"] > 0

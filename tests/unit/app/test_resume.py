@@ -3,6 +3,7 @@
 import pytest
 
 from app.checkpoints.reader import CheckpointState
+from app.contract.progress import ProgressRecord, Recovered
 from app.contract.resume import ResumeFrom
 from app.driver.starting_offsets import complete_offsets, plan_start
 
@@ -27,7 +28,7 @@ def test_a_lost_or_unreadable_checkpoint_starts_from_the_recorded_offsets(state,
     plan = plan_start(state, RESUME, {"t": 3})
     # every partition named, one added since starts at the earliest: nothing is skipped
     assert plan.starting_offsets == '{"t":{"0":40,"1":12,"2":-2}}'
-    assert plan.recovered == {"reason": why, "batchId": 7, "startingOffsets": plan.starting_offsets}
+    assert plan.recovered == Recovered(reason=why, batch_id=7, starting_offsets=plan.starting_offsets)
     assert f"the checkpoint at /ck is {why}: starting a fresh one from the offsets committed at batch 7" in plan.note
 
 
@@ -44,8 +45,8 @@ def test_complete_offsets():
 def test_annotation_and_progress_round_trips():
     assert ResumeFrom.from_annotation(RESUME.to_annotation()) == RESUME
     assert ResumeFrom.from_annotation("{bad") is None and ResumeFrom.from_annotation(None) is None
-    progress = {"batchId": 7, "committedOffsets": {"t": {"1": 12, "0": 40}}, "checkpoint": "/ck"}
+    progress = ProgressRecord.model_validate({"batchId": 7, "committedOffsets": {"t": {"1": 12, "0": 40}}, "checkpoint": "/ck"})
     assert ResumeFrom.from_progress(progress, "/ck") == RESUME
     assert ResumeFrom.from_progress(progress, "/ck-reset-1") is None  # offsets of another checkpoint
-    assert ResumeFrom.from_progress({"checkpoint": "/ck", "committedOffsets": {}}, "/ck") is None
+    assert ResumeFrom.from_progress(ProgressRecord(checkpoint="/ck", committed_offsets={}), "/ck") is None
     assert ResumeFrom.from_progress(None, "/ck") is None

@@ -7,7 +7,8 @@ import pytest
 
 from app.checkpoints.reader import CheckpointState
 from app.contract import ExitCode
-from app.monitoring.reporting import ProgressSink
+from app.contract.progress import ProgressRecord, Recovered
+from app.monitoring.reporting import ProgressSink, Rates
 from app.monitoring.watchdog import Observation, Watch
 from app.contract.load import validate_spec
 from testbed.specs import query_spec, with_change
@@ -44,22 +45,22 @@ def test_a_query_that_never_commits_while_input_waits_is_stalled_after_the_windo
     first = w.step(obs(1.0, checkpoint(), earliest={"payments": {0: 0, 1: 0}}))
     assert first.exit is None
     record = first.record
-    assert record["batchId"] is None and record["lag"] == {"payments": {"0": 100, "1": 100}} and record["totalLag"] == 200
-    assert record["partitions"] == {"payments": 2} and record["slots"] == 4
-    assert record["health"] == {"state": "Healthy", "message": "", "waitingSeconds": 1.0, "stallAfterSeconds": 5.0}
+    assert record.wire()["batchId"] is None and record.wire()["lag"] == {"payments": {"0": 100, "1": 100}} and record.wire()["totalLag"] == 200
+    assert record.wire()["partitions"] == {"payments": 2} and record.wire()["slots"] == 4
+    assert record.wire()["health"] == {"state": "Healthy", "message": "", "waitingSeconds": 1.0, "stallAfterSeconds": 5.0}
     assert w.step(obs(4.0, checkpoint())).exit is None
     stalled = w.step(obs(6.0, checkpoint()))
     assert stalled.exit == (ExitCode.STALLED, "stalled: no commit for 6.0s (limit 5s) since the query started while 200 record(s) wait in the source")
-    assert stalled.record["health"]["state"] == "Stalled"
+    assert stalled.record.wire()["health"]["state"] == "Stalled"
 
 
 def test_report_only_keeps_running_and_says_so_once_per_change():
     w = watch(spec(onStall="report"))
     w.step(obs(1.0, checkpoint(), earliest={"payments": {0: 0, 1: 0}}))
     step = w.step(obs(7.0, checkpoint()))
-    assert step.exit is None and step.record["health"]["state"] == "Stalled"
+    assert step.exit is None and step.record.wire()["health"]["state"] == "Stalled"
     assert w.step(obs(8.0, checkpoint())).record is None  # nothing new, no heartbeat yet
-    assert w.step(obs(18.0, checkpoint())).record["health"]["state"] == "Stalled"  # heartbeat
+    assert w.step(obs(18.0, checkpoint())).record.wire()["health"]["state"] == "Stalled"  # heartbeat
 
 
 def test_commits_keep_a_busy_query_healthy_and_lag_follows_the_committed_offsets():
@@ -69,26 +70,26 @@ def test_commits_keep_a_busy_query_healthy_and_lag_follows_the_committed_offsets
         step = w.step(obs(t, checkpoint(n, {"0": 20 * n, "1": 25 * n}, at=T0 + t)))
         assert step.exit is None and step.record is not None  # a record for every new commit
     record = step.record
-    assert record["batchId"] == 3 and record["committedOffsets"] == {"payments": {"0": 60, "1": 75}}
-    assert record["lag"] == {"payments": {"0": 40, "1": 25}} and record["totalLag"] == 65
-    assert record["lastCommitTime"] == "2027-01-15T08:00:12.000Z"
-    assert record["processedRowsPerSecond"] == pytest.approx(45 / 3.0)  # from offset deltas (continuous)
-    assert record["numInputRows"] == 45
+    assert record.wire()["batchId"] == 3 and record.wire()["committedOffsets"] == {"payments": {"0": 60, "1": 75}}
+    assert record.wire()["lag"] == {"payments": {"0": 40, "1": 25}} and record.wire()["totalLag"] == 65
+    assert record.wire()["lastCommitTime"] == "2027-01-15T08:00:12.000Z"
+    assert record.wire()["processedRowsPerSecond"] == pytest.approx(45 / 3.0)  # from offset deltas (continuous)
+    assert record.wire()["numInputRows"] == 45
 
 
 def test_an_idle_query_is_not_stalled():
     w = watch()
     w.step(obs(0.5, checkpoint(0, {"0": 100, "1": 100}), earliest={"payments": {0: 0, 1: 0}}))
     step = w.step(obs(600.0, checkpoint(0, {"0": 100, "1": 100})))
-    assert step.exit is None and step.record["health"]["state"] == "Healthy" and step.record["totalLag"] == 0
+    assert step.exit is None and step.record.wire()["health"]["state"] == "Healthy" and step.record.wire()["totalLag"] == 0
 
 
 def test_latest_starting_offsets_do_not_count_old_records_as_lag():
     w = watch(starting="latest")
     step = w.step(obs(1.0, checkpoint(), latest={"payments": {0: 500, 1: 500}}, earliest={"payments": {0: 0, 1: 0}}))
-    assert step.record["totalLag"] == 0
+    assert step.record.wire()["totalLag"] == 0
     step = w.step(obs(3.0, checkpoint(), latest={"payments": {0: 510, 1: 500}}))
-    assert step.record is None or step.record["totalLag"] == 10
+    assert step.record is None or step.record.wire()["totalLag"] == 10
 
 
 def test_a_silent_broker_ends_the_run():
@@ -102,38 +103,39 @@ def test_partitions_beyond_the_slots_restart_an_auto_sized_query():
     grown = {"payments": {0: 100, 1: 100, 2: 3, 3: 0}}
     step = w.step(obs(3.0, checkpoint(), latest=grown, partitions={"payments": 4}, earliest={"payments": {0: 0, 1: 0, 2: 0, 3: 0}}))
     assert step.exit[0] is ExitCode.PARTITIONS_CHANGED and "restarting with local[6]" in step.exit[1]
-    assert step.record["partitions"] == {"payments": 4} and step.record["lag"]["payments"]["2"] == 3
+    assert step.record.wire()["partitions"] == {"payments": 4} and step.record.wire()["lag"]["payments"]["2"] == 3
 
 
 def test_unknown_offsets_leave_health_unknown():
     w = watch()
     step = w.step(Observation(now=1.0, wall=T0, state=checkpoint()))
-    assert step.record["lag"] is None and step.record["totalLag"] is None and step.record["health"]["state"] == "Unknown"
+    assert step.record.wire()["lag"] is None and step.record.wire()["totalLag"] is None and step.record.wire()["health"]["state"] == "Unknown"
 
 
 def test_records_carry_what_the_checkpoint_holds_and_a_recovery():
     w = Watch(spec(), "fraud", slots=4, partitions={"payments": 2}, starting_offsets="earliest", started_at=0.0,
-              recovered={"reason": "missing", "batchId": 7, "startingOffsets": "{}"})  # fmt: skip
+              recovered=Recovered(reason="missing", batch_id=7, starting_offsets="{}"))  # fmt: skip
     record = w.step(obs(1.0, checkpoint(0, {"0": 1, "1": 1}), earliest={"payments": {0: 0, 1: 0}})).record
-    assert record["checkpointHolds"] == {"sourceKinds": ["kafka"], "topics": ["payments"], "statefulOperators": []}
-    assert record["recovered"]["batchId"] == 7 and record["checkpoint"] == "/ck"
+    assert record.wire()["checkpointHolds"] == {"sourceKinds": ["kafka"], "topics": ["payments"], "statefulOperators": []}
+    assert record.wire()["recovered"]["batchId"] == 7 and record.wire()["checkpoint"] == "/ck"
 
 
 def test_listener_rates_win_over_offset_deltas():
     w = Watch(validate_spec(query_spec(mode="microBatch")), "fraud", slots=4, partitions={"payments": 2},
               starting_offsets="earliest", started_at=0.0)  # fmt: skip
-    rates = {"numInputRows": 12, "inputRowsPerSecond": 3.5, "processedRowsPerSecond": 40.0}
+    rates = Rates(num_input_rows=12, input_rows_per_second=3.5, processed_rows_per_second=40.0)
     record = w.step(obs(1.0, checkpoint(0, {"0": 6, "1": 6}), earliest={"payments": {0: 0, 1: 0}}), rates).record
-    assert (record["numInputRows"], record["inputRowsPerSecond"], record["processedRowsPerSecond"]) == (12, 3.5, 40.0)
+    assert (record.wire()["numInputRows"], record.wire()["inputRowsPerSecond"], record.wire()["processedRowsPerSecond"]) == (12, 3.5, 40.0)
 
 
 def test_sink_writes_a_line_per_record_and_keeps_the_latest(tmp_path):
     stream = io.StringIO()
     sink = ProgressSink(str(tmp_path / "progress.json"), stream)
-    sink.emit({"batchId": 1})
-    sink.emit({"batchId": 2})
+    sink.emit(ProgressRecord(batch_id=1))
+    sink.emit(ProgressRecord(batch_id=2))
     assert [json.loads(line)["batchId"] for line in stream.getvalue().splitlines()] == [1, 2]
-    assert json.loads((tmp_path / "progress.json").read_text()) == {"batchId": 2}
+    assert json.loads((tmp_path / "progress.json").read_text()) == ProgressRecord(batch_id=2).wire()
+    assert sink.latest == ProgressRecord(batch_id=2)
     assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temp files left
 
 
@@ -144,7 +146,7 @@ def test_listener_numbers_are_kept_finite():
 
     rates = ListenerRates()
     rates.update(SimpleNamespace(batchId=7, numInputRows=200, inputRowsPerSecond=float("nan"), processedRowsPerSecond=1234.5678))
-    assert rates.latest() == {"batchId": 7, "numInputRows": 200, "inputRowsPerSecond": None, "processedRowsPerSecond": 1234.568}
+    assert rates.latest() == Rates(batch_id=7, num_input_rows=200, input_rows_per_second=None, processed_rows_per_second=1234.568)
 
 
 def test_the_watchdog_thread_reports_and_stops_on_a_verdict():

@@ -12,6 +12,7 @@ from controller.config import Settings
 from controller.metrics import Metrics
 from controller.phases import Phase
 from controller.progress import last_commit_age, last_progress, stalled
+from app.contract.progress import HealthState, ProgressHealth, ProgressRecord
 from controller.status import QueryStatus, status_patch
 
 pytestmark = pytest.mark.unit
@@ -21,7 +22,8 @@ def test_status_parses_what_it_dumps_and_ignores_unknown_fields():
     raw = {"phase": "Running", "restarts": 2, "attempt": 3, "lastFailure": {"reason": "DriverFailed", "exitCode": 70},
            "somethingNew": {"a": 1}, "progress": {"batchId": 4}}  # fmt: skip
     st = QueryStatus.parse(raw)
-    assert st.phase is Phase.RUNNING and st.last_failure.exit_code == 70 and st.progress == {"batchId": 4}
+    assert st.phase is Phase.RUNNING and st.last_failure.exit_code == 70 and st.progress.batch_id == 4
+    assert st.dump()["progress"] == {"batchId": 4}
     assert QueryStatus.parse(st.dump()).dump() == st.dump()
 
 
@@ -47,7 +49,9 @@ def test_last_progress_record_from_a_log_tail():
         "{not json",
         "INFO done",
     ])  # fmt: skip
-    assert last_progress(log) == {"batchId": 7, "committedOffsets": {"t": {"0": 9}}, "numInputRows": 4, "updatedAt": "T2"}
+    progress = last_progress(log)
+    assert progress.status_fields() == {"batchId": 7, "committedOffsets": {"t": {"0": 9}}, "numInputRows": 4, "updatedAt": "T2"}
+    assert progress.for_status(3).status_fields()["attempt"] == 3
     assert last_progress("nothing here\n") is None
 
 
@@ -57,21 +61,23 @@ def test_the_full_record_is_kept_and_stalls_are_read_for_the_current_attempt_onl
               "health": {"state": "Stalled", "message": "no commit for 70s"}, "checkpoint": "/ck",
               "checkpointHolds": {"sourceKinds": ["kafka"], "topics": ["t"]}, "timestamp": "T9", "query": "q"}  # fmt: skip
     progress = last_progress(json.dumps(record))
-    assert set(progress) == {"batchId", "committedOffsets", "lag", "totalLag", "partitions", "slots", "lastCommitTime",
-                             "inFlight", "health", "checkpoint", "checkpointHolds", "updatedAt"}  # fmt: skip
-    assert stalled({**progress, "attempt": 2}, 2) == "no commit for 70s"
-    assert stalled({**progress, "attempt": 1}, 2) is None  # an earlier driver's report
-    assert stalled({**progress, "attempt": 2, "health": {"state": "Healthy"}}, 2) is None
+    assert set(progress.status_fields()) == {"batchId", "committedOffsets", "lag", "totalLag", "partitions", "slots",
+                                             "lastCommitTime", "inFlight", "health", "checkpoint", "checkpointHolds",
+                                             "updatedAt"}  # fmt: skip
+    assert stalled(progress.for_status(2), 2) == "no commit for 70s"
+    assert stalled(progress.for_status(1), 2) is None  # an earlier driver's report
+    healthy = progress.model_copy(update={"health": ProgressHealth(state=HealthState.HEALTHY)})
+    assert stalled(healthy.for_status(2), 2) is None
     from datetime import UTC, datetime
 
     assert last_commit_age(progress, datetime(2026, 1, 1, 12, 1, tzinfo=UTC)) == 60.0
-    assert last_commit_age({}, datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert last_commit_age(ProgressRecord(), datetime(2026, 1, 1, tzinfo=UTC)) is None
 
 
 def test_metrics_export_lag_and_last_commit_age_per_query():
     m = Metrics(clock=lambda: 1767268900.0)  # 2026-01-01T12:01:40Z
-    progress = {"totalLag": 7, "lag": {"t": {"0": 3, "1": 4}}, "lastCommitTime": "2026-01-01T12:00:00Z",
-                "health": {"state": "Stalled"}}  # fmt: skip
+    progress = ProgressRecord.model_validate({"totalLag": 7, "lag": {"t": {"0": 3, "1": 4}}, "lastCommitTime": "2026-01-01T12:00:00Z",
+                                              "health": {"state": "Stalled"}})  # fmt: skip
     m.observe("ns", "a", "running", Phase.RUNNING, restarted=False, progress=progress)
     text = generate_latest(m.registry).decode()
     assert 'streamq_query_lag_records{namespace="ns",query="a"} 7.0' in text
@@ -79,7 +85,7 @@ def test_metrics_export_lag_and_last_commit_age_per_query():
     assert 'streamq_query_last_commit_age_seconds{namespace="ns",query="a"} 100.0' in text
     assert 'streamq_query_last_commit_timestamp_seconds{namespace="ns",query="a"} 1.7672688e+09' in text
     assert 'streamq_query_stalled{namespace="ns",query="a"} 1.0' in text
-    m.observe("ns", "a", "running", Phase.RUNNING, restarted=False, progress={**progress, "lag": {"t": {"0": 0}}})
+    m.observe("ns", "a", "running", Phase.RUNNING, restarted=False, progress=progress.model_copy(update={"lag": {"t": {"0": 0}}}))
     assert 'partition="1"' not in generate_latest(m.registry).decode()  # a partition no longer reported goes
     m.forget("ns", "a")
     assert 'query="a"' not in generate_latest(m.registry).decode()

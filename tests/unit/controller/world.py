@@ -14,6 +14,7 @@ from app.contract.load import validate_spec
 from controller import render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
+from app.contract.progress import ProgressRecord
 from controller.status import QueryStatus
 from testbed.specs import changed, query_spec
 
@@ -43,7 +44,7 @@ class World:
         self.drivers: list[Driver] = []
         self.now = T0
         self.history: list[Decision] = []
-        self._report: dict | None = None  # a progress record the next reconcile reads from the driver
+        self._report: ProgressRecord | None = None  # a progress record the next reconcile reads from the driver
         self.lease: LeaseState | None = None  # the query's Lease, as observe read it (when it reads it)
 
     # -- the user ------------------------------------------------------------------
@@ -81,8 +82,8 @@ class World:
                   reason="Completed" if code == 0 else "Error")  # fmt: skip
 
     def driver_reports(self, **record: Any) -> None:
-        """The driver's newest progress line, as the operator reads it from the log."""
-        self._report = record
+        """The driver's newest progress line, as the operator reads it from the log (status field names)."""
+        self._report = ProgressRecord.model_validate(record).for_status()
 
     def add_driver(self, **fields: Any) -> None:
         self.drivers.append(Driver(kind="Pod", name=fields.pop("name", "x"), phase=fields.pop("phase", DriverPhase.RUNNING),
