@@ -20,6 +20,8 @@ a test cannot pass as a test of the happy path.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from enum import StrEnum
 
 ENV = "STREAMQ_FAILPOINT"
@@ -50,3 +52,20 @@ def armed() -> Failpoint | None:
 def active(point: Failpoint) -> bool:
     """Whether this run was asked to fail at ``point``."""
     return armed() is point
+
+
+_SIGNALLED = threading.Event()  # fail-on-sigusr2: a SIGUSR2 not yet acted on
+
+
+def arm_signalled_failure() -> None:
+    """fail-on-sigusr2: from now on each SIGUSR2 asks the running query to fail once (main thread only)."""
+    if active(Failpoint.FAIL_ON_SIGUSR2):
+        signal.signal(signal.SIGUSR2, lambda *_: _SIGNALLED.set())
+
+
+def signalled_failure() -> bool:
+    """Whether a SIGUSR2 arrived since the last call (always False unless armed)."""
+    if not _SIGNALLED.is_set():
+        return False
+    _SIGNALLED.clear()
+    return True

@@ -7,8 +7,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.checkpoints.reader import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
@@ -32,7 +32,7 @@ from app.pipeline.session import get_session, quiet_for_stop
 from app.monitoring.watchdog import Watch, Watchdog
 from app.contract.progress import Recovered
 from app.contract.resume import ResumeFrom
-from app.driver.starting_offsets import plan_start
+from app.driver.starting_offsets import StartPlan, plan_start
 from app.contract.load import QueryDocument
 from app.contract.modes import Mode
 from app.contract.spec import IncompatibleChange, QuerySpec
@@ -40,7 +40,6 @@ from app.contract.problems import SpecError
 
 log = logging.getLogger("streamq.job")
 STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)
-_INJECTED = threading.Event()
 SOURCE_PROBE_S = 5.0  # while waiting for a broker: one look, and one SourceUnavailable record, this often
 
 
@@ -112,6 +111,24 @@ class StopRequest:
     def _handle(self, signum, _frame) -> None:
         self.signal_name = signal.Signals(signum).name
         self.event.set()
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every attempt of the query in this driver shares: the spec as the checkpoint gate
+    left it, its sizing, the stop request, and where its progress goes."""
+
+    doc: QueryDocument
+    spec: QuerySpec
+    options: RunOptions
+    slots: int
+    partitions: dict[str, int]
+    stop: StopRequest
+    progress: ProgressSink
+    restarts: InPlaceRestarts
+    fence: threading.Event | None = None  # set when this driver lost its Lease: stop at once
+    rates: ListenerRates = field(default_factory=ListenerRates)  # Spark's listener's numbers
+    wake: threading.Event = field(default_factory=threading.Event)  # the listener wakes whichever watchdog watches now
 
 
 def _checkpoint_gate(spec: QuerySpec) -> tuple[QuerySpec, CheckpointState, str | None]:
@@ -193,8 +210,15 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
 
     # Before the JVM inherits fds 1 and 2; stderr only when it is the terminal too (not `2>file`).
     terminal = Terminal(fds=(1, 2) if os.isatty(2) else (1,)).start() if options.human else None
+    if terminal is not None:
+        progress = ProgressSink(options.progress_file, stream=terminal, render=progress_line)
+    else:
+        progress = ProgressSink(options.progress_file)
+    job = Job(doc, spec, options, slots, partitions, stop, progress,
+              restarts=InPlaceRestarts(limit=spec.restart_policy.in_place_restarts),
+              fence=lease.lost if lease is not None else None)  # fmt: skip
     try:
-        return _run_query(doc, spec, options, plan, slots, partitions, stop, terminal, spark, lease)
+        return _run_query(job, plan, terminal, spark, lease)
     finally:
         _release(lease)  # the query is stopped: the standby may take over at once
         if terminal is not None:
@@ -206,43 +230,33 @@ def _release(lease: DriverLease | None) -> None:
         lease.release()
 
 
-def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, slots: int, partitions: dict[str, int],
-               stop: StopRequest, terminal: Terminal | None, spark=None, lease: DriverLease | None = None) -> ExitCode:  # fmt: skip
+def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None, lease: DriverLease | None = None) -> ExitCode:
+    spec, options, stop = job.spec, job.options, job.stop
     if terminal is not None and 2 in terminal.fds:  # the job's log lines wait for the console's blocks too
         for handler in logging.getLogger().handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(terminal)
     if spark is None:
-        spark = get_session(spec, doc.name, slots)
+        spark = get_session(spec, job.doc.name, job.slots)
         stop.install()  # over PySpark's own SIGINT handler (see StopRequest)
-    fence = None
     if lease is not None:
-        fence = lease.lost
-        lease.keep(on_lost=lambda reason: None, code=ExitCode.LEASE_LOST)  # the watch loop acts on lease.lost
-    rates = ListenerRates()
-    if terminal is not None:
-        progress = ProgressSink(options.progress_file, stream=terminal, render=progress_line)
-    else:
-        progress = ProgressSink(options.progress_file)
-    wake = threading.Event()  # the listener wakes whichever watchdog watches the query now
+        lease.keep(on_lost=lambda reason: None, code=ExitCode.LEASE_LOST)  # the watch loop acts on job.fence
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
-        spark.streams.addListener(make_listener(rates, wake))
-    if failpoints.active(Failpoint.FAIL_ON_SIGUSR2):
-        signal.signal(signal.SIGUSR2, lambda *_: _INJECTED.set())
-    restarts = InPlaceRestarts(limit=spec.restart_policy.in_place_restarts)
+        spark.streams.addListener(make_listener(job.rates, job.wake))
+    failpoints.arm_signalled_failure()
     starting, recovered = plan.starting_offsets, plan.recovered
     while True:
-        run = _Attempt(doc, spec, options, slots, partitions, progress, rates, wake, restarts, fence)
-        code, reason = run.start_and_watch(spark, starting, recovered, stop)
+        run = _Attempt(job)
+        code, reason = run.start_and_watch(spark, starting, recovered)
         if stop.event.is_set():
             break
-        delay = restarts.after_failure(code, reason, read_checkpoint_quietly(spec.checkpoint.location).last_committed)
+        delay = job.restarts.after_failure(code, reason, read_checkpoint_quietly(spec.checkpoint.location).last_committed)
         if delay is None:
             return finish(code, reason, options)
         if not run.stopped(within_s=STOP_WAIT_S):  # never two runs of one query in one JVM: a new pod instead
             return finish(code, f"{reason} (the failed query did not stop within {STOP_WAIT_S:g}s)", options)
-        log.warning("query failed (%s); restarting it in place from the checkpoint in %gs (%s)", reason, delay, restarts.describe())
-        if not run.wait_for_source(reason, stop) or stop.event.wait(delay):
+        log.warning("query failed (%s); restarting it in place from the checkpoint in %gs (%s)", reason, delay, job.restarts.describe())
+        if not run.wait_for_source(reason) or stop.event.wait(delay):
             break
         recovered = None  # said once, by the first run
     try:
@@ -260,19 +274,14 @@ def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, s
 class _Attempt:
     """One start of the query in the driver's SparkSession, watched until it ends."""
 
-    def __init__(self, doc: QueryDocument, spec: QuerySpec, options: RunOptions, slots: int, partitions: dict[str, int],
-                 progress: ProgressSink, rates: ListenerRates, wake: threading.Event, restarts: InPlaceRestarts,
-                 fence: threading.Event | None = None):  # fmt: skip
-        self.doc, self.spec, self.options = doc, spec, options
-        self.fence = fence  # set when this driver lost its lease: stop at once
-        self.slots, self.partitions = slots, partitions
-        self.progress, self.rates, self.wake, self.restarts = progress, rates, wake, restarts
+    def __init__(self, job: Job):
+        self.job = job
         self.query = None
         self.watch: Watch | None = None
 
-    def start_and_watch(self, spark, starting_offsets: str | None, recovered: Recovered | None,
-                        stop: StopRequest) -> tuple[ExitCode, str]:  # fmt: skip
-        spec, name = self.spec, self.doc.name
+    def start_and_watch(self, spark, starting_offsets: str | None, recovered: Recovered | None) -> tuple[ExitCode, str]:
+        job = self.job
+        spec, name = job.spec, job.doc.name
         try:
             df = build_dataframe(spark, spec, starting_offsets)
             self.query = build_writer(df, name, spec).start()
@@ -280,14 +289,14 @@ class _Attempt:
             return classify(exc), one_line(str(exc))
         log.info("query %s started in %s mode (id %s, checkpoint %s)", name, spec.mode, self.query.id, spec.checkpoint.location)
         starting = starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
-        self.watch = Watch(spec, name, slots=self.slots, partitions=self.partitions, starting_offsets=starting,
-                           started_at=time.monotonic(), report_every_s=self.options.report_every_s, recovered=recovered,
-                           restarts=self.restarts)  # fmt: skip
-        watchdog = Watchdog(self.watch, spec, self.progress, broker_timeout_s=self.options.broker_timeout_s,
-                            period_s=self.options.watch_period_s, rates=self.rates, wake=self.wake)  # fmt: skip
+        self.watch = Watch(spec, name, slots=job.slots, partitions=job.partitions, starting_offsets=starting,
+                           started_at=time.monotonic(), report_every_s=job.options.report_every_s, recovered=recovered,
+                           restarts=job.restarts)  # fmt: skip
+        watchdog = Watchdog(self.watch, spec, job.progress, broker_timeout_s=job.options.broker_timeout_s,
+                            period_s=job.options.watch_period_s, rates=job.rates, wake=job.wake)  # fmt: skip
         watchdog.start()
         try:
-            return _watch(self.query, stop, watchdog, quiet=lambda: quiet_for_stop(spark), fence=self.fence)
+            return _watch(self.query, job.stop, watchdog, quiet=lambda: quiet_for_stop(spark), fence=job.fence)
         finally:
             watchdog.stop()
 
@@ -304,22 +313,22 @@ class _Attempt:
                 return False
             time.sleep(0.2)
 
-    def wait_for_source(self, reason: str, stop: StopRequest) -> bool:
+    def wait_for_source(self, reason: str) -> bool:
         """Before a restart in place: wait until the brokers answer, saying so in progress records
         (the operator shows SourceUnavailable). False when a stop was asked for meanwhile."""
-        started = time.monotonic()
-        while not stop.event.is_set():
+        job, started = self.job, time.monotonic()
+        while not job.stop.event.is_set():
             try:
-                preflight(self.spec, min(self.options.preflight_timeout_s, SOURCE_PROBE_S))
+                preflight(job.spec, min(job.options.preflight_timeout_s, SOURCE_PROBE_S))
                 return True
             except PreflightError as exc:
                 waited = time.monotonic() - started
                 log.warning("waiting for the source before restarting in place (%.0fs): %s", waited, exc)
                 if self.watch is not None:
-                    state = read_checkpoint_quietly(self.spec.checkpoint.location)
+                    state = read_checkpoint_quietly(job.spec.checkpoint.location)
                     message = f"{exc}; the query stopped ({reason}) and restarts when the broker answers"
-                    self.progress.emit(self.watch.waiting_for_source(state, message, waited, time.time()))
-            stop.event.wait(min(self.options.report_every_s, 5.0))
+                    job.progress.emit(self.watch.waiting_for_source(state, message, waited, time.time()))
+            job.stop.event.wait(min(job.options.report_every_s, 5.0))
         return False
 
 
@@ -339,25 +348,26 @@ def _stop_spark(spark, seconds: float) -> None:
             time.sleep(0.1)
     except Exception as exc:  # the JVM went first (it shares a signal): nothing to wait for
         log.debug("could not count running tasks: %s", exc)
-    def stop_quietly() -> None:
-        try:
-            spark.stop()
-        except Exception as exc:  # the process exits next anyway; the JVM goes with it
-            log.debug("stopping Spark: %s", exc)
-
-    stopper = threading.Thread(target=stop_quietly, name="streamq-stop-spark", daemon=True)
-    stopper.start()
-    stopper.join(seconds)
+    # the process exits next anyway; the JVM goes with it
+    _within(seconds, "streamq-stop-spark", spark.stop, lambda exc: log.debug("stopping Spark: %s", exc))
 
 
 def _stop_within(query, seconds: float) -> None:
-    def stop_quietly() -> None:
-        try:
-            query.stop()
-        except Exception as exc:  # e.g. Spark's stopTimeout on a query stuck on a dead broker
-            log.warning("stopping the query: %s", one_line(str(exc)))
+    # e.g. Spark's stopTimeout on a query stuck on a dead broker
+    _within(seconds, "streamq-stop", query.stop, lambda exc: log.warning("stopping the query: %s", one_line(str(exc))))
 
-    stopper = threading.Thread(target=stop_quietly, name="streamq-stop", daemon=True)
+
+def _within(seconds: float, name: str, stop: Callable[[], object], failed: Callable[[Exception], None]) -> None:
+    """Call ``stop`` on a daemon thread and wait for it ``seconds`` at most: a stop that hangs
+    (Spark's stopTimeout, a JVM on its way out) must not hold the driver's own stop or exit."""
+
+    def call() -> None:
+        try:
+            stop()
+        except Exception as exc:
+            failed(exc)
+
+    stopper = threading.Thread(target=call, name=name, daemon=True)
     stopper.start()
     stopper.join(seconds)
 
@@ -375,8 +385,7 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: thre
                 quiet()
             query.stop()  # run() reports what was committed, once Spark is stopped too
             return ExitCode.OK, "stop requested"
-        if _INJECTED.is_set():  # tests: a transient failure on demand (failpoint fail-on-sigusr2)
-            _INJECTED.clear()
+        if failpoints.signalled_failure():  # tests: a transient failure on demand (failpoint fail-on-sigusr2)
             _stop_within(query, seconds=10)
             return ExitCode.QUERY_FAILED, f"injected failure (failpoint {Failpoint.FAIL_ON_SIGUSR2})"
         if watchdog.exit:
