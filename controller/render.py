@@ -544,18 +544,26 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "enableServiceLinks": False,
         "tolerations": driver_tolerations(run.spec),
     }
-    affinity = driver_affinity(run)
-    if affinity is not None:
-        spec["affinity"] = affinity
-    account = service_account(run, settings)
-    if account:
-        spec["serviceAccountName"] = account
-    else:
+    spec.update(_placement(run, settings, account_key="serviceAccountName"))
+    if "serviceAccountName" not in spec:
         spec["automountServiceAccountToken"] = False
     meta = _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run))
     if run.standby:
         meta["labels"][names.LABEL_ROLE] = names.ROLE_STANDBY
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _placement(run: Run, settings: Settings, account_key: str) -> dict[str, Any]:
+    """The driver's affinity and service account, where it has them (a pod names its account
+    serviceAccountName, a SparkApplication's driver serviceAccount)."""
+    out: dict[str, Any] = {}
+    affinity = driver_affinity(run)
+    if affinity is not None:
+        out["affinity"] = affinity
+    account = service_account(run, settings)
+    if account:
+        out[account_key] = account
+    return out
 
 
 def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
@@ -577,12 +585,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "tolerations": driver_tolerations(run.spec),
     }
-    affinity = driver_affinity(run)
-    if affinity is not None:
-        driver["affinity"] = affinity
-    account = service_account(run, settings)
-    if account:
-        driver["serviceAccount"] = account
+    driver.update(_placement(run, settings, account_key="serviceAccount"))
     executor: dict[str, Any] = {
         "cores": rt.executors.cores,
         **({"coreRequest": rt.executors.core_request} if rt.executors.core_request else {}),

@@ -514,15 +514,13 @@ def _kafka_options(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
 # --- sparkConf -------------------------------------------------------------------------------
 
 # Set by the operator or through the spec's own fields: no policy lets a query set them.
+_DRIVER_NETWORK = ("spark.driver.host", "spark.driver.port", "spark.driver.bindAddress",
+                   "spark.driver.blockManager.port", "spark.blockManager.port")  # fmt: skip
 OPERATOR_SPARK_CONF = {
     "spark.master": "the operator chooses local[N] or Kubernetes",
     "spark.submit.*": "the operator starts the driver",
     "spark.kubernetes.*": "the operator wires namespace, image, pods, volumes and credentials",
-    "spark.driver.host": "the operator wires the driver's network",
-    "spark.driver.port": "the operator wires the driver's network",
-    "spark.driver.bindAddress": "the operator wires the driver's network",
-    "spark.driver.blockManager.port": "the operator wires the driver's network",
-    "spark.blockManager.port": "the operator wires the driver's network",
+    **dict.fromkeys(_DRIVER_NETWORK, "the operator wires the driver's network"),
     "spark.executor.instances": "set runtime.executors.instances",
     "spark.executor.cores": "set runtime.executors.cores",
     "spark.executor.memory": "set runtime.executors.memory",

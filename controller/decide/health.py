@@ -19,18 +19,9 @@ from controller.phases import ConditionType, Reason
 def reported(d: Draft, current: Driver) -> None:
     """What the running driver said about itself: a stall, silence, a checkpoint it had to start afresh."""
     attempt = current.attempt or d.status.attempt
-    stall = reports.stalled(d.status.progress, attempt)
-    if stall is not None:
-        d.add_problem(ProblemKind.STALLED, stall)
-        previous = d.old.condition(ConditionType.DEGRADED)
-        if previous is None or previous.reason != Reason.STALLED or previous.status != "True":
-            d.event("Warning", Reason.STALLED, f"driver {current.name}: {stall}")
-    unavailable = reports.unavailable(d.status.progress, attempt)
-    if unavailable is not None:
-        d.add_problem(ProblemKind.SOURCE_UNAVAILABLE, unavailable)
-        previous = d.old.condition(ConditionType.DEGRADED)
-        if previous is None or previous.reason != Reason.SOURCE_UNAVAILABLE or previous.status != "True":
-            d.event("Warning", Reason.SOURCE_UNAVAILABLE, f"driver {current.name}: {unavailable}")
+    _problem(d, current, ProblemKind.STALLED, Reason.STALLED, reports.stalled(d.status.progress, attempt))
+    _problem(d, current, ProblemKind.SOURCE_UNAVAILABLE, Reason.SOURCE_UNAVAILABLE,
+             reports.unavailable(d.status.progress, attempt))  # fmt: skip
     restarts = reports.in_place_restarts(d.status.progress, attempt)
     if restarts > reports.in_place_restarts(d.old.progress, attempt):
         why = (d.status.progress.last_in_place_restart if d.status.progress else None) or "a transient failure"
@@ -47,6 +38,16 @@ def reported(d: Draft, current: Driver) -> None:
         d.event("Warning", Reason.CHECKPOINT_LOST,
                 f"the checkpoint at {location} was {found.reason}: driver {current.name} started a fresh "
                 f"one from the offsets{batch} recorded in status (nothing skipped): {found.starting_offsets}")  # fmt: skip
+
+
+def _problem(d: Draft, current: Driver, kind: ProblemKind, reason: Reason, message: str | None) -> None:
+    """A problem the driver reported: on the conditions, and in an event when Degraded did not say it already."""
+    if message is None:
+        return
+    d.add_problem(kind, message)
+    previous = d.old.condition(ConditionType.DEGRADED)
+    if previous is None or previous.reason != reason or previous.status != "True":
+        d.event("Warning", reason, f"driver {current.name}: {message}")
 
 
 def _silence(d: Draft, current: Driver, attempt: int) -> str | None:
