@@ -19,9 +19,8 @@ from controller.phases import ConditionType, Reason
 def reported(d: Draft, current: Driver) -> None:
     """What the running driver said about itself: a stall, silence, a checkpoint it had to start afresh."""
     attempt = current.attempt or d.status.attempt
-    _problem(d, current, ProblemKind.STALLED, Reason.STALLED, reports.stalled(d.status.progress, attempt))
-    _problem(d, current, ProblemKind.SOURCE_UNAVAILABLE, Reason.SOURCE_UNAVAILABLE,
-             reports.unavailable(d.status.progress, attempt))  # fmt: skip
+    _problem(d, current, ProblemKind.STALLED, reports.stalled(d.status.progress, attempt))
+    _problem(d, current, ProblemKind.SOURCE_UNAVAILABLE, reports.unavailable(d.status.progress, attempt))
     restarts = reports.in_place_restarts(d.status.progress, attempt)
     if restarts > reports.in_place_restarts(d.old.progress, attempt):
         why = (d.status.progress.last_in_place_restart if d.status.progress else None) or "a transient failure"
@@ -40,11 +39,13 @@ def reported(d: Draft, current: Driver) -> None:
                 f"one from the offsets{batch} recorded in status (nothing skipped): {found.starting_offsets}")  # fmt: skip
 
 
-def _problem(d: Draft, current: Driver, kind: ProblemKind, reason: Reason, message: str | None) -> None:
-    """A problem the driver reported: on the conditions, and in an event when Degraded did not say it already."""
+def _problem(d: Draft, current: Driver, kind: ProblemKind, message: str | None) -> None:
+    """A problem the driver reported: on the conditions, and in an event (the kind's reason) when
+    Degraded did not say it already."""
     if message is None:
         return
     d.add_problem(kind, message)
+    reason = kind.value.reason
     previous = d.old.condition(ConditionType.DEGRADED)
     if previous is None or previous.reason != reason or previous.status != "True":
         d.event("Warning", reason, f"driver {current.name}: {message}")
