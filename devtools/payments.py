@@ -1,4 +1,4 @@
-"""The payments `streamq dev` feeds its broker, and how flagged ones are shown: pure functions."""
+"""The payments `make dev` feeds its broker, and how flagged ones are shown: pure functions."""
 
 from __future__ import annotations
 
