@@ -125,12 +125,13 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
         assert stop(first) == ExitCode.OK
     finally:
         first.stop()
-    last = ProgressRecord.from_line(first.progress_file.read_text()).for_status()  # what the operator holds in status.progress
+    printed = first.progress_file.read_text()
+    last = json.loads(printed)
     shutil.rmtree(ck)
     sent = len(producer.sent)  # input keeps arriving while there is no job and no checkpoint
     wait_for(lambda: len(producer.sent) >= sent + 100, 60, "100 payments while no job runs")
     down = {p: o for p, o in kafka_broker.end_offsets(source).items()}
-    resume = ResumeFrom.from_progress(last, str(ck))
+    resume = ResumeFrom.from_progress(ProgressRecord.from_line(printed).for_status(), str(ck))  # as status.progress holds it
     write_resource(spec_path, "lost", spec, annotations={RESUME_ANNOTATION: resume.to_annotation()})
     second = JobProcess(spec_path, tmp_path, env=FAST)
     try:
