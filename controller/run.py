@@ -20,7 +20,7 @@ SPARK_APP_KIND = "SparkApplication"
 POD_KIND = "Pod"
 
 # Fields whose change does not need a new driver.
-_NOT_RUN_FIELDS = ("suspend", "restartPolicy")
+_NOT_RUN_FIELDS = ("suspend", "restartPolicy", "upgrade")
 
 
 @dataclass(frozen=True)

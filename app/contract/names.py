@@ -32,6 +32,10 @@ SPEC_FILE_NAME = "query.json"
 SECRETS_MOUNT_DIR = "/var/run/secrets/streamq"
 TERMINATION_LOG = "/dev/termination-log"
 PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
+# The file the job creates once it is worth handing the query to (app.ready): a standby warmed up, or
+# a query started. The driver pod's readiness probe tests it, so a pod's Ready says "warm".
+READY_FILE_ENV = "STREAMQ_READY_FILE"
+READY_FILE = "/tmp/streamq/ready"
 SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
 JARS_DIR_ENV = "STREAMQ_JARS_DIR"
 S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)

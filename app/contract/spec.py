@@ -481,6 +481,33 @@ class Health(Model):
     )
 
 
+class UpgradeStrategy(StrEnum):
+    WARM = "warm"  # the new driver warms up beside the running one, then takes over from the same checkpoint
+    RESTART = "restart"  # the running driver is stopped first, then the new one starts cold
+
+
+UPGRADE_READY_WITHIN = "5m"  # upgrade.readyWithin when unset
+
+
+class Upgrade(Model):
+    """How a running query takes a spec change its checkpoint can take (controller.decide.upgrade)."""
+
+    strategy: UpgradeStrategy = Field(
+        default=UpgradeStrategy.WARM,
+        description=(
+            "warm: a driver of the new spec starts beside the running one, warms up (JVM, SparkSession, its plan) "
+            "and waits on the query's Lease; once it is Ready the running driver stops at a commit and releases "
+            "the Lease, and the new one takes over from the same checkpoint. If it cannot start, the running driver "
+            "goes on and status says why; if the cluster or quota has no room for it, a plain restart follows. "
+            "restart: stop the running driver, then start the new one."
+        ),
+    )
+    ready_within: Duration = Field(
+        default=UPGRADE_READY_WITHIN,
+        description="A new driver not Ready (warm) this long after it was created aborts the upgrade.",
+    )
+
+
 class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
@@ -493,6 +520,8 @@ class QuerySpec(Model):
     runtime: Runtime = Field(default_factory=Runtime)
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     health: Health = Field(default_factory=Health)
+    # None when unset: the stored form of a spec written before this field existed stays the same.
+    upgrade: Upgrade | None = Field(default=None, description="How a spec change reaches a running query.")
     suspend: bool = False
     restart_nonce: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
         default=None, description="Change it to force a restart."
@@ -501,6 +530,16 @@ class QuerySpec(Model):
     @property
     def mode(self) -> Mode:
         return Mode(self.trigger.kind)
+
+    @property
+    def upgrade_policy(self) -> Upgrade:
+        return self.upgrade or Upgrade()
+
+    @property
+    def warm_upgrades(self) -> bool:
+        """Spec changes reach it warm: its drivers are fenced by the query's Lease. Pod backend only
+        (spark-operator submits the driver itself)."""
+        return self.upgrade_policy.strategy is UpgradeStrategy.WARM and self.runtime.backend is Backend.POD
 
     @property
     def commit_interval(self) -> str | None:

@@ -300,7 +300,7 @@ def test_a_driver_deleted_during_the_backoff_is_not_counted_twice():
 
 def test_nothing_is_created_while_another_driver_is_terminating():
     w = running_world()
-    w.edit(**{"transforms": [{"where": "value > 1"}]})
+    w.edit(**{"transforms": [{"where": "value > 1"}], "upgrade": {"strategy": "restart"}})
     d = w.reconcile(apply=False)
     assert deletes(d) == ["q-driver-1"]
     w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "deleting": True})
@@ -343,9 +343,9 @@ def test_an_older_attempt_still_present_is_deleted():
 # --- spec changes -----------------------------------------------------------------------
 
 
-def test_a_compatible_change_restarts_on_the_same_checkpoint():
+def test_a_compatible_change_with_strategy_restart_restarts_on_the_same_checkpoint():
     w = running_world()
-    w.edit(**{"transforms": [{"where": "value > 1"}]})
+    w.edit(**{"transforms": [{"where": "value > 1"}], "upgrade": {"strategy": "restart"}})
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and d.status.phase is Phase.RESTARTING
     assert event_reasons(d) == [Reason.SPEC_CHANGED] and d.status.observed_generation == 2
@@ -383,14 +383,14 @@ def test_a_nonce_restart_is_named_so_even_when_the_status_write_after_the_create
 def test_a_real_change_with_a_nonce_is_a_spec_change():
     w = running_world()
     w.edit(restartNonce="again", transforms=[{"where": "value > 1"}])
-    assert event_reasons(w.reconcile()) == [Reason.SPEC_CHANGED]
+    assert event_reasons(w.reconcile()) == [Reason.UPGRADE_STARTED]  # warm, as every spec change
 
 
 def test_drivers_without_a_recorded_nonce_restart_on_a_new_nonce_as_on_a_spec_change():
     """Status no longer keeps the last spec to tell a nonce-only change apart for a driver made
     before the nonce annotation: it is still replaced, named as a spec change."""
     w = running_world()
-    w.drivers[0] = replace(w.drivers[0], restart_nonce=None)  # made by an operator before the annotation
+    w.drivers[0] = replace(w.drivers[0], restart_nonce=None, fenced=False)  # made by an operator before the annotation
     w.edit(restartNonce="again")
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and event_reasons(d) == [Reason.SPEC_CHANGED]
@@ -641,7 +641,7 @@ def _world_in(phase: str) -> World:
         ("Starting", "suspend", "Suspended"),
         ("Running", "driver fails", "Restarting"),
         ("Running", "driver lost", "Restarting"),
-        ("Running", "spec change", "Starting"),  # replaced at once, no backoff
+        ("Running", "spec change", "Upgrading"),  # warm: the new spec's driver starts beside it
         ("Running", "suspend", "Suspended"),
         ("Running", "invalid spec", "Invalid"),
         ("Restarting", "backoff elapses", "Starting"),
@@ -686,7 +686,8 @@ def test_phase_transitions(start, event, expected):
     w.settle()
     assert w.status.phase.value == expected
     assert w.status.observed_generation == w.generation
-    assert len([d for d in w.drivers if d.active]) <= 1
+    # one driver, or while upgrading two of which the Lease lets one run (controller.decide.upgrade)
+    assert len([d for d in w.drivers if d.active]) <= (2 if expected == "Upgrading" else 1)
 
 
 def test_every_decision_reaches_a_steady_state_and_every_status_round_trips():
@@ -885,4 +886,4 @@ def test_a_change_the_checkpoint_cannot_take_is_refused_from_what_the_job_report
     assert degraded.message.startswith("spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave")
     assert d.actions == ()  # the previous spec keeps running
     w.edit(transforms=[{"sql": "SELECT key, count(*) AS n FROM input WHERE value IS NOT NULL GROUP BY key"}])
-    assert deletes(w.reconcile()) == ["q-driver-1"]  # still stateful: Spark's own checks decide
+    assert w.reconcile().verb == "upgrade"  # still stateful: Spark's own checks decide (a warm upgrade starts)
