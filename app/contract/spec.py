@@ -13,6 +13,7 @@ problem at once, with a path the user can find in their YAML.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 from typing import Annotated
 
@@ -292,6 +293,16 @@ class Checkpoint(Model):
     s3: S3Checkpoint | None = Field(default=None, description="Settings of the store behind an s3a:// location.")
     on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
 
+    @property
+    def shared(self) -> bool:
+        """A second driver pod reaches it too (a standby, a warm upgrade's driver): an object store,
+        a persistentVolumeClaim or a hostPath; not an emptyDir or the pod's own filesystem."""
+        volume = self.volume
+        mounted = volume is not None and (volume.persistent_volume_claim is not None or volume.host_path is not None)
+        return mounted or bool(OBJECT_STORE.match(self.location))
+
+
+OBJECT_STORE = re.compile(r"^(?!file:)[a-z][a-z0-9+.-]*://")  # a URI Spark writes through a filesystem client
 
 DEFAULT_PARALLELISM = 4
 SLOT_HEADROOM = 2  # slots beyond one per partition: Spark's own jobs and a partition or two added later
@@ -538,8 +549,11 @@ class QuerySpec(Model):
     @property
     def warm_upgrades(self) -> bool:
         """Spec changes reach it warm: its drivers are fenced by the query's Lease. Pod backend only
-        (spark-operator submits the driver itself)."""
-        return self.upgrade_policy.strategy is UpgradeStrategy.WARM and self.runtime.backend is Backend.POD
+        (spark-operator submits the driver itself), and no executors: they find their driver through
+        the query's one driver Service, which would name both drivers during a hand-over), and a
+        checkpoint the next driver pod reaches too."""
+        return (self.upgrade_policy.strategy is UpgradeStrategy.WARM and self.runtime.backend is Backend.POD
+                and self.runtime.executors.instances == 0 and self.checkpoint.shared)  # fmt: skip
 
     @property
     def commit_interval(self) -> str | None:

@@ -15,7 +15,9 @@ decisions, keeps the two from writing at once (app.contract.lease).
 What can go wrong, and what follows:
 
     the running driver holds no Lease     a plain restart (it was started by an older operator,
-    (not fenced) or is not running          with strategy restart, or it is not serving anyway)
+    (not fenced), the query runs            or with strategy restart); executors find their driver
+    executors, or its checkpoint is the     through one Service; an emptyDir checkpoint is one pod's
+    pod's own
     no room: the new pod Unschedulable,   a plain restart, said in an event and the message
     or its creation refused by a quota
     the new driver ends, cannot start     the upgrade is aborted: the running driver goes on;
@@ -28,7 +30,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from app.contract.lease import lease_name
-from app.contract.spec import QuerySpec, UpgradeStrategy, duration_ms
+from app.contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
 from controller.decide import drivers
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import CreateDriver, Decision, Draft, Inputs, ReleaseLease
@@ -76,8 +78,13 @@ def _why_cold(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkp
     """Why this change is a plain restart, None when it can be warm."""
     if run_spec.upgrade_policy.strategy is UpgradeStrategy.RESTART:
         return ""  # asked for: nothing to explain
+    if run_spec.runtime.backend is not Backend.POD:
+        return ""  # spark-operator starts its driver: no Lease fences it
+    if not run_spec.checkpoint.shared:
+        return "the checkpoint is the driver pod's own (an emptyDir): a second driver would not see it"
     if not run_spec.warm_upgrades:
-        return ""  # the SparkApplication backend: spark-operator starts its driver, no Lease fences it
+        return ("the query runs executors, which find their driver through the query's one driver Service: "
+                "it would name both drivers during a hand-over")  # fmt: skip
     if drivers.only_the_nonce_changed(current, None, run_spec, checkpoint.location):
         return ""  # restartNonce asks for a restart: the driver may be the trouble, a graceful hand-over may not come
     if d.old.checkpoint is not None and d.old.checkpoint.location != checkpoint.location:

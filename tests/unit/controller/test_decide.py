@@ -383,7 +383,7 @@ def test_a_nonce_restart_is_named_so_even_when_the_status_write_after_the_create
 def test_a_real_change_with_a_nonce_is_a_spec_change():
     w = running_world()
     w.edit(restartNonce="again", transforms=[{"where": "value > 1"}])
-    assert event_reasons(w.reconcile()) == [Reason.UPGRADE_STARTED]  # warm, as every spec change
+    assert event_reasons(w.reconcile()) == [Reason.SPEC_CHANGED]
 
 
 def test_drivers_without_a_recorded_nonce_restart_on_a_new_nonce_as_on_a_spec_change():
@@ -641,7 +641,7 @@ def _world_in(phase: str) -> World:
         ("Starting", "suspend", "Suspended"),
         ("Running", "driver fails", "Restarting"),
         ("Running", "driver lost", "Restarting"),
-        ("Running", "spec change", "Upgrading"),  # warm: the new spec's driver starts beside it
+        ("Running", "spec change", "Starting"),  # replaced at once, no backoff (its checkpoint is the pod's own: not warm)
         ("Running", "suspend", "Suspended"),
         ("Running", "invalid spec", "Invalid"),
         ("Restarting", "backoff elapses", "Starting"),
@@ -686,8 +686,7 @@ def test_phase_transitions(start, event, expected):
     w.settle()
     assert w.status.phase.value == expected
     assert w.status.observed_generation == w.generation
-    # one driver, or while upgrading two of which the Lease lets one run (controller.decide.upgrade)
-    assert len([d for d in w.drivers if d.active]) <= (2 if expected == "Upgrading" else 1)
+    assert len([d for d in w.drivers if d.active]) <= 1
 
 
 def test_every_decision_reaches_a_steady_state_and_every_status_round_trips():
@@ -886,4 +885,4 @@ def test_a_change_the_checkpoint_cannot_take_is_refused_from_what_the_job_report
     assert degraded.message.startswith("spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave")
     assert d.actions == ()  # the previous spec keeps running
     w.edit(transforms=[{"sql": "SELECT key, count(*) AS n FROM input WHERE value IS NOT NULL GROUP BY key"}])
-    assert w.reconcile().verb == "upgrade"  # still stateful: Spark's own checks decide (a warm upgrade starts)
+    assert deletes(w.reconcile()) == ["q-driver-1"]  # still stateful: Spark's own checks decide

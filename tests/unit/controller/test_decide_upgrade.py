@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from app.contract.load import validate_spec
 from controller.decide import CreateDriver, DeleteDriver, ReleaseLease, upgrade
 from controller.observe import DriverPhase, driver_from_pod
 from controller.phases import ConditionType, Phase, Reason
@@ -34,14 +35,17 @@ def condition(decision, kind: ConditionType):
     return decision.status.condition(kind)
 
 
+SHARED = {"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}}  # a second driver pod reaches it
+
+
 def running(**spec) -> World:
-    w = World(base_spec(**spec))
+    w = World(base_spec(**{**SHARED, **spec}))
     w.reconcile()
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now, ready=True)
     w.driver_reports(batchId=3)
     d = w.reconcile()
     assert d.status.phase is Phase.RUNNING
-    assert w.named("q-driver-1").fenced == ((spec.get("upgrade") or {}).get("strategy") != "restart")  # it holds the Lease: warm upgrades
+    assert w.named("q-driver-1").fenced == validate_spec(w.spec).warm_upgrades  # it holds the Lease: warm upgrades
     return w
 
 
@@ -178,6 +182,17 @@ def test_a_driver_without_a_lease_is_restarted_and_status_says_why():
     w.edit(**NEW_THRESHOLD)
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and "holds no Lease" in d.status.message
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ({"checkpoint.volume": None}, "the checkpoint is the driver pod's own"),
+    ({"runtime.executors": {"instances": 2}}, "the query runs executors"),
+])
+def test_a_query_a_second_driver_cannot_share_is_restarted_and_status_says_why(spec, why):
+    w = running(**spec)
+    w.edit(**NEW_THRESHOLD)
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-1"] and creates(d) == [] and why in d.status.message
 
 
 def test_a_restart_nonce_is_a_plain_restart():

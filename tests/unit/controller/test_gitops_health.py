@@ -19,7 +19,8 @@ from tests.unit.controller.world import World, base_spec
 pytestmark = pytest.mark.unit
 
 GITOPS_DOC = Path(__file__).resolve().parents[3] / "docs" / "gitops.md"
-QUICK = {"restartPolicy.maxRestarts": 1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"}}
+QUICK = {"restartPolicy.maxRestarts": 1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"},
+         "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}}  # shared: spec changes are warm upgrades
 
 
 def _starting() -> World:

@@ -38,13 +38,14 @@ RESTART = {"upgrade": {"strategy": "restart"}}
 def test_warm_upgrades_alone_run_as_the_querys_own_lease_account():
     """The default (upgrade.strategy warm): the next spec's driver waits on the Lease the running one
     holds, so every driver takes it (controller.decide.upgrade); no standby: no disruption budget."""
-    run = make_run()
+    run = make_run(**{"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}}})
     assert lease_access.service_account(run, SETTINGS) == "payments-lease"
+    assert render.driver_pod(run, SETTINGS)["spec"]["serviceAccountName"] == "payments-lease"
     assert _kinds(render.children(run, SETTINGS)) == ["ServiceAccount", "Role", "RoleBinding", "Lease", "ConfigMap", "Pod"]
 
 
-def test_no_executors_no_standby_restart_upgrades_no_account_and_no_token():
-    run = make_run(**RESTART)
+def test_no_executors_no_standby_no_warm_upgrades_no_account_and_no_token():
+    run = make_run(**RESTART)  # (its checkpoint is the pod's own too: no warm upgrades either way)
     assert lease_access.service_account(run, SETTINGS) is None
     assert lease_access.objects(run, SETTINGS) == []
     spec = render.driver_pod(run, SETTINGS)["spec"]

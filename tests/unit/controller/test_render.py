@@ -43,8 +43,8 @@ def test_driver_pod_exact_fields():
     assert spec["restartPolicy"] == "Never"
     assert spec["terminationGracePeriodSeconds"] == 60
     assert spec["enableServiceLinks"] is False
-    # warm upgrades (the default): the query's own Lease account, which reaches its Lease alone
-    assert spec["serviceAccountName"] == "payments-lease" and "automountServiceAccountToken" not in spec
+    # its checkpoint is the pod's own, so no warm upgrades and no Lease: no token
+    assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
     assert spec["securityContext"] == {
         "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
         "seccompProfile": {"type": "RuntimeDefault"},
@@ -60,7 +60,7 @@ def test_driver_pod_exact_fields():
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["STREAMQ_PROGRESS_FILE"] == "/tmp/streamq/progress.json"
     assert env["STREAMQ_SECRETS_DIR"] == SECRETS_MOUNT_DIR
-    assert env["STREAMQ_LEASE"] == "payments-driver"
+    assert "STREAMQ_LEASE" not in env
     # Ready = warm or running (app.ready): what a warm upgrade waits for before it stops the old driver
     assert env["STREAMQ_READY_FILE"] == "/tmp/streamq/ready"
     assert c["readinessProbe"]["exec"]["command"] == ["test", "-e", "/tmp/streamq/ready"]
@@ -143,7 +143,7 @@ def test_without_executors_spark_runs_local_in_the_driver():
     doc = render.query_document(run, SETTINGS)
     assert set(doc["spec"]["runtime"]["sparkConf"]) == {"spark.driver.memory"}
     assert render.driver_service(run) is None
-    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ServiceAccount", "Role", "RoleBinding", "Lease", "ConfigMap", "Pod"]
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Pod"]
 
 
 def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf():
@@ -180,7 +180,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "automountServiceAccountToken" not in pod["spec"]
     assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
-    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["Role", "RoleBinding", "Lease", "ConfigMap", "Secret", "Service", "Pod"]
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Secret", "Service", "Pod"]  # executors: no warm upgrades, no Lease
 
 
 def test_a_service_account_from_the_spec_is_used():
