@@ -4,6 +4,7 @@ active driver cut off from the API server stops and exits before the standby may
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -125,6 +126,38 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
     finally:
         producer.stop()
         proxy.close()
+        active.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(kafka_broker, kafka_topic, kube_apiserver,
+                                                                               lease_namespace, tmp_path):  # fmt: skip
+    """The operator stops the old driver of a warm upgrade with SIGTERM (controller.decide.upgrade): it
+    stops its query and releases the Lease as soon as no task runs, before Spark itself stops, so the
+    warm driver waiting beside it takes over in seconds, not after the Lease's expiry."""
+    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
+    standby = None
+    try:
+        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        last = commits(active)[-1]
+        active.signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        wait_for(lambda: holds(standby), 60, "the standby holding the lease", interval=0.05)
+        took_lease = time.monotonic() - stopped
+        wait_for(lambda: any(b > last for b in commits(standby)), 120, "a commit of the standby")
+        assert active.wait(60) == 0, active.log()[-3000:]
+        log = active.log()
+        producer.stop()
+        _check_output(kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later")
+        assert took_lease < DURATION_S - 1, took_lease  # released, not expired
+        assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
+    finally:
+        producer.stop()
         active.stop()
         if standby is not None:
             standby.stop()
