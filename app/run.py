@@ -16,11 +16,12 @@ from pydantic import Field
 
 from app.contract.environment import EnvSettings
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
-from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from app.contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
 from app.lease import DriverLease
+from app.bluegreen import blue_committed
 from app.ready import mark_ready
 from app.warmup import running_tasks, warm_up
 from app.pipeline.credentials import s3_credentials
@@ -186,6 +187,9 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         return finish(ExitCode.INVALID_SPEC, refused, options)
     resume = (ResumeFrom(options.starting_offsets) if options.starting_offsets
               else ResumeFrom.from_annotation(doc.annotations.get(RESUME_ANNOTATION)))  # fmt: skip
+    blue = doc.annotations.get(HANDOVER_ANNOTATION)
+    if blue and not state.has_commits:  # a blue/green upgrade's green, first start: where blue stopped
+        resume = blue_committed(blue) or resume
     plan = plan_start(state, resume, partitions)
     if plan.note:
         log.warning("%s", plan.note) if plan.recovered else log.info("%s", plan.note)

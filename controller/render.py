@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
-from app.contract import API_VERSION, KIND, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.policy import volume_mount
@@ -204,8 +204,13 @@ def query_document(run: Run, settings: Settings) -> dict[str, Any]:
     if conf:
         runtime["sparkConf"] = conf
     metadata: dict[str, Any] = {"name": run.query, "namespace": run.namespace}
+    annotations = {}
     if run.resume is not None:
-        metadata["annotations"] = {RESUME_ANNOTATION: run.resume.to_annotation()}
+        annotations[RESUME_ANNOTATION] = run.resume.to_annotation()
+    if run.handover_from is not None:
+        annotations[HANDOVER_ANNOTATION] = run.handover_from
+    if annotations:
+        metadata["annotations"] = annotations
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 

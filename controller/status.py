@@ -107,6 +107,8 @@ class UpgradeStatus(StatusModel):
     driver: str | None = Field(default=None, description="The new driver pod, started beside the running one.")
     attempt: int | None = Field(default=None, description="Its attempt number.")
     replaces: str | None = Field(default=None, description="The driver it takes over from.")
+    blue_green: bool | None = Field(default=None, description="Blue/green: the new driver runs on a fresh checkpoint "
+                                                              "that starts at the offsets the old one committed last.")
     state: Literal["Warming", "HandingOver", "Failed"] = Field(
         default="Warming",
         description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "

@@ -44,6 +44,9 @@ S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules 
 SPARK_UI_PORT = 4040
 # On the query document: where the previous run had committed, for a lost checkpoint (app.resume).
 RESUME_ANNOTATION = f"{GROUP}/resume-from"
+# On the query document of a blue/green upgrade's green driver: blue's checkpoint location. Green
+# starts its fresh checkpoint at the offsets blue committed last, read once blue has stopped (app.bluegreen).
+HANDOVER_ANNOTATION = f"{GROUP}/handover-from"
 
 
 class ExitCode(IntEnum):

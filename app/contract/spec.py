@@ -495,6 +495,7 @@ class Health(Model):
 class UpgradeStrategy(StrEnum):
     WARM = "warm"  # the new driver warms up beside the running one, then takes over from the same checkpoint
     RESTART = "restart"  # the running driver is stopped first, then the new one starts cold
+    BLUE_GREEN = "blueGreen"  # warm, and a change the checkpoint cannot take runs on a fresh one from blue's last commit
 
 
 UPGRADE_READY_WITHIN = "5m"  # upgrade.readyWithin when unset
@@ -510,7 +511,10 @@ class Upgrade(Model):
             "and waits on the query's Lease; once it is Ready the running driver stops at a commit and releases "
             "the Lease, and the new one takes over from the same checkpoint. If it cannot start, the running driver "
             "goes on and status says why; if the cluster or quota has no room for it, a plain restart follows. "
-            "restart: stop the running driver, then start the new one."
+            "restart: stop the running driver, then start the new one. blueGreen: as warm, and a change the "
+            "checkpoint cannot take (which warm refuses, see checkpoint.onIncompatibleChange) runs on a fresh "
+            "checkpoint that starts at exactly the offsets the running driver (blue) committed last; the old "
+            "checkpoint is kept."
         ),
     )
     ready_within: Duration = Field(
@@ -552,7 +556,7 @@ class QuerySpec(Model):
         (spark-operator submits the driver itself), and no executors: they find their driver through
         the query's one driver Service, which would name both drivers during a hand-over), and a
         checkpoint the next driver pod reaches too."""
-        return (self.upgrade_policy.strategy is UpgradeStrategy.WARM and self.runtime.backend is Backend.POD
+        return (self.upgrade_policy.strategy is not UpgradeStrategy.RESTART and self.runtime.backend is Backend.POD
                 and self.runtime.executors.instances == 0 and self.checkpoint.shared)  # fmt: skip
 
     @property

@@ -87,12 +87,20 @@ def _why_cold(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkp
                 "it would name both drivers during a hand-over")  # fmt: skip
     if drivers.only_the_nonce_changed(current, None, run_spec, checkpoint.location):
         return ""  # restartNonce asks for a restart: the driver may be the trouble, a graceful hand-over may not come
-    if d.old.checkpoint is not None and d.old.checkpoint.location != checkpoint.location:
+    if _blue(d, run_spec, checkpoint) is None and d.old.checkpoint is not None and d.old.checkpoint.location != checkpoint.location:
         return "the new spec runs on another checkpoint"
     if current.kind != "Pod" or not current.fenced:
         return (f"driver {current.name} holds no Lease (started before warm upgrades, or with upgrade.strategy "
                 "restart), so nothing would keep two drivers from writing")  # fmt: skip
     return None
+
+
+def _blue(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus) -> str | None:
+    """Blue/green: the running driver's checkpoint, when the new spec runs on a fresh one made for it."""
+    old = d.old.checkpoint
+    if run_spec.upgrade_policy.strategy is not UpgradeStrategy.BLUE_GREEN or old is None:
+        return None
+    return old.location if checkpoint.resets > old.resets and checkpoint.location != old.location else None
 
 
 def _the_new_driver(d: Draft, record: UpgradeStatus | None, run_hash: str) -> Driver | None:
@@ -109,14 +117,21 @@ def _start(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkpoin
     inputs = d.inputs
     # past a failed upgrade's number too: its pod may still be terminating under that name
     tried = (d.old.upgrade.attempt or 0) if d.old.upgrade is not None else 0
+    blue = _blue(d, run_spec, checkpoint)
     run = Run(query=inputs.name, namespace=inputs.namespace, attempt=max(newest_attempt, tried) + 1, spec=run_spec,
-              checkpoint_location=checkpoint.location, standby=True)  # fmt: skip
+              checkpoint_location=checkpoint.location, standby=True, handover_from=blue)  # fmt: skip
     d.actions.append(CreateDriver(run))
     d.status.upgrade = UpgradeStatus(spec_hash=spec_hash(run_spec, checkpoint.location), driver=run.driver_name, attempt=run.attempt,
-                                     replaces=current.name, state=WARMING, started_at=format_time(inputs.now))  # fmt: skip
+                                     replaces=current.name, state=WARMING, started_at=format_time(inputs.now),
+                                     blue_green=True if blue else None)  # fmt: skip
     d.status.next_restart_time = None
-    text = (f"the spec changed: starting driver {run.driver_name} beside {current.name}; it takes over from the "
-            "checkpoint once it is warm")  # fmt: skip
+    if blue:
+        text = (f"the spec changed in a way checkpoint {blue} cannot take: blue/green, starting driver {run.driver_name} "
+                f"(green) beside {current.name} (blue); once it is warm it takes over on the fresh checkpoint "
+                f"{checkpoint.location}, starting at the offsets blue committed last; {blue} is kept")  # fmt: skip
+    else:
+        text = (f"the spec changed: starting driver {run.driver_name} beside {current.name}; it takes over from the "
+                "checkpoint once it is warm")  # fmt: skip
     d.event("Normal", Reason.UPGRADE_STARTED, text)
     d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED, text)
     d.wait(LOOK_AGAIN_S)

@@ -273,3 +273,56 @@ def test_the_bound_runs_from_the_upgrade_start():
     w.advance(timedelta(minutes=5).total_seconds())
     d = w.reconcile()
     assert deletes(d) == ["q-driver-2"] and d.status.upgrade.state == "Failed"
+
+
+# --- blue/green: a change the checkpoint cannot take -------------------------------------------
+
+INCOMPATIBLE = {"source.kafka.topics": ["orders"]}  # the checkpoint's offsets are of another topic
+
+
+def test_warm_refuses_a_change_the_checkpoint_cannot_take():
+    w = running()
+    w.edit(**INCOMPATIBLE)
+    d = w.reconcile()
+    assert d.actions == () and condition(d, ConditionType.STALLED).reason == Reason.INCOMPATIBLE_CHANGE
+
+
+def blue_green_transitioning() -> World:
+    w = running(upgrade={"strategy": "blueGreen"})
+    w.edit(**INCOMPATIBLE)
+    d = w.reconcile()
+    (green,) = creates(d)
+    assert green.checkpoint_location == "/checkpoints/q-reset-1" and green.handover_from == "/checkpoints/q"
+    assert deletes(d) == [] and d.status.phase is Phase.UPGRADING and d.status.upgrade.blue_green
+    assert condition(d, ConditionType.STALLED).status == "False"  # not refused: it runs blue/green
+    assert d.status.checkpoint.location == "/checkpoints/q"  # blue's, until green takes over
+    assert "blue/green" in d.events[0].message and "/checkpoints/q is kept" in d.events[0].message
+    from controller import render
+    from controller.config import Settings
+
+    doc = render.query_document(green, Settings())
+    assert doc["metadata"]["annotations"]["streamq.io/handover-from"] == "/checkpoints/q"
+    assert doc["spec"]["checkpoint"]["location"] == "/checkpoints/q-reset-1"
+    return w
+
+
+def test_blue_green_runs_green_on_a_fresh_checkpoint_from_blues_last_commit():
+    w = blue_green_transitioning()
+    w.change("q-driver-2", phase=DriverPhase.RUNNING, ready=True)
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-1"] and d.status.driver == "q-driver-2"
+    assert (d.status.checkpoint.location, d.status.checkpoint.resets) == ("/checkpoints/q-reset-1", 1)
+    w.driver_reports(batchId=0, checkpoint="/checkpoints/q-reset-1")
+    d = w.reconcile()
+    assert d.status.phase is Phase.RUNNING and d.status.upgrade is None
+    assert w.settle()[-1].actions == ()  # green's spec runs on its checkpoint: nothing more to do
+
+
+def test_a_green_that_cannot_start_leaves_blue_running_on_its_checkpoint():
+    w = blue_green_transitioning()
+    w.change("q-driver-2", waiting="ErrImagePull: no such image", waiting_reason="ErrImagePull")
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-2"] and d.status.driver == "q-driver-1" and d.status.phase is Phase.RUNNING
+    assert d.status.checkpoint.location == "/checkpoints/q"
+    assert condition(d, ConditionType.DEGRADED).reason == Reason.UPGRADE_FAILED
+    assert w.reconcile().actions == ()
