@@ -59,6 +59,18 @@ def _setup(kafka_broker, kafka_topic, tmp_path):
     return source, sink, spec_path, producer
 
 
+def _standby_beside(active: JobProcess, spec_path: Path, tmp_path: Path, namespace: str, kubeconfig: Path) -> JobProcess:
+    """Once the active driver commits: a second driver of the query, warmed up and waiting for the Lease."""
+    wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+    standby = driver(spec_path, tmp_path / "b", "standby-driver-2", namespace, kubeconfig)
+    try:
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+    except BaseException:
+        standby.stop()
+        raise
+    return standby
+
+
 def _check_output(kafka_broker, sink, producer, what: str) -> None:
     expected = set(flagged(producer.sent))
     out = kafka_broker.wait_for_records(sink, expected, timeout=180)
@@ -73,9 +85,7 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         # app/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
         assert "standby: query warmed up in" in standby.log(), standby.log()[-3000:]
         time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
@@ -104,9 +114,7 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, through_proxy)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         proxy.cut()
         cut = time.monotonic()
         seen: dict[str, float] = {}
@@ -141,9 +149,7 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         last = commits(active)[-1]
         active.signal(signal.SIGTERM)
         stopped = time.monotonic()
