@@ -205,3 +205,88 @@ def _produce_steadily(kafka, topic: str, records: list[tuple[str, str]], stop: t
         producer.poll(0)
         sent.append(record)
     producer.flush(60)
+
+
+def _offsets_of(bootstrap: str, topic: str) -> dict[str, tuple[int, int]]:
+    """key -> (partition, offset) of every record of the topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    consumer.assign([TopicPartition(topic, p, 0) for p in meta.partitions])
+    found: dict[str, tuple[int, int]] = {}
+    ended: set[int] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while len(ended) < len(meta.partitions) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                ended.add(msg.partition())
+                continue
+            found[(msg.key() or b"").decode()] = (msg.partition(), msg.offset())
+    finally:
+        consumer.close()
+    return found
+
+
+def test_a_change_the_checkpoint_cannot_take_runs_blue_green_from_blues_last_commit(cluster, kafka, sq):
+    """A second topic (refused with warm: the checkpoint's offsets are of one topic): green runs on a
+    fresh checkpoint from exactly the offsets blue committed last. Nothing lost, nothing blue committed
+    read twice; blue's checkpoint is kept."""
+    if cluster.provider != "local":
+        pytest.skip("reads blue's checkpoint from the node's directory: the local provider's node is this machine")
+    from app.checkpoint import read_checkpoint
+
+    test = "blue/green (a second topic)"
+    name = sq.name("bluegreen")
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    other = kafka.create_topic(f"{name}-refunds", partitions=1)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    node_dir = cluster.node_dir(name)
+    spec = fraud_spec(source, sink, node_dir, **{"runtime.driver.coreRequest": "250m", "upgrade": {"strategy": "blueGreen"}})
+    sq.apply(name, spec)
+    sq.wait_running(name, timeout=420)
+    watch = SinkWatch(kafka.bootstrap, sink)
+    try:
+        first = payments(90)
+        kafka.produce(source, first)
+        refunds = payments(60, start=100_000)
+        kafka.produce(other, refunds)  # green reads them from the earliest: blue never did
+        wait_output(kafka, sink, _flagged_by(first, FLAG_ABOVE), 240, lambda: sq.describe(name))
+        status = sq.status(name)
+        stop_producing, sent = threading.Event(), []
+        producer = threading.Thread(target=_produce_steadily, args=(kafka, source, payments(RATE * 400, start=90), stop_producing, sent),
+                                    daemon=True)  # fmt: skip
+        producer.start()
+        time.sleep(6)
+        sq.patch(name, {"spec": {"source": {"kafka": {"topics": [source, other]}}}})
+        patched = time.time()
+        upgrading = wait_for(lambda: (s := sq.status(name)).get("phase") == "Upgrading" and s, 60, "phase Upgrading",
+                             interval=0.5, ignore=(Exception,))  # fmt: skip
+        assert upgrading["upgrade"].get("blueGreen") is True, upgrading
+        done = sq.wait_running(name, timeout=420, since_attempt=status["attempt"])
+        assert done["checkpoint"]["location"].endswith("-reset-1"), done["checkpoint"]
+        time.sleep(8)
+        stop_producing.set()
+        producer.join(60)
+        gap = watch.largest_gap(patched, time.time() - 4)
+        produced = first + sent
+        out = wait_output(kafka, sink, _flagged_by(produced + refunds, FLAG_ABOVE), 300, lambda: sq.describe(name))
+        blue = read_checkpoint(f"{node_dir}/query")  # kept, and final: blue stopped before green read it
+        ends = blue.kafka_offsets()[source]
+        where = _offsets_of(kafka.bootstrap, source)
+        counts: dict[tuple[str, str], int] = {}
+        for record in out.records:
+            counts[record] = counts.get(record, 0) + 1
+        committed_twice = [r for r, n in counts.items() if n > 1 and r[0] in where and where[r[0]][1] < ends[where[r[0]][0]]]
+        figure(test, f"{len(produced)} payments and {len(refunds)} refunds in, {out.summary()}; blue committed up to "
+                     f"{dict(ends)}; records blue committed written twice: {len(committed_twice)}; largest gap "
+                     f"between outputs {gap:.2f}s")  # fmt: skip
+        assert out.complete, out.summary()
+        assert not out.unexpected, sorted(out.unexpected)[:5]
+        assert committed_twice == [], committed_twice[:5]
+        events = [e["reason"] for e in sq.events(name)]
+        assert "IncompatibleChange" not in events and "UpgradeHandover" in events, events
+    finally:
+        watch.stop()
