@@ -12,10 +12,12 @@ green (at-least-once), as after any restart.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from app.checkpoint import CheckpointError, read_checkpoint
 from app.contract.checkpoint import offsets_json
 from app.contract.resume import ResumeFrom
+from app.resume import StartPlan
 
 log = logging.getLogger("streamq.job")
 
@@ -33,3 +35,13 @@ def blue_committed(location: str, read=read_checkpoint) -> ResumeFrom | None:
         log.warning("blue/green: blue's checkpoint %s has no committed Kafka offsets", location)
         return None
     return ResumeFrom(offsets_json(offsets), state.last_committed, location)
+
+
+def as_green(plan: StartPlan, blue: ResumeFrom) -> StartPlan:
+    """Green's start from blue's offsets is what blue/green is for, not a lost checkpoint: said as such,
+    and not reported as a recovery (the operator would warn CheckpointLost)."""
+    if plan.starting_offsets is None:
+        return plan
+    note = (f"blue/green: a fresh checkpoint from the offsets blue committed last (batch {blue.batch_id} of "
+            f"{blue.checkpoint}): {plan.starting_offsets}")  # fmt: skip
+    return replace(plan, note=note, recovered=None)

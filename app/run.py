@@ -21,7 +21,7 @@ from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
 from app.lease import DriverLease
-from app.bluegreen import blue_committed
+from app.bluegreen import as_green, blue_committed
 from app.ready import mark_ready
 from app.warmup import running_tasks, warm_up
 from app.pipeline.credentials import s3_credentials
@@ -188,9 +188,10 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     resume = (ResumeFrom(options.starting_offsets) if options.starting_offsets
               else ResumeFrom.from_annotation(doc.annotations.get(RESUME_ANNOTATION)))  # fmt: skip
     blue = doc.annotations.get(HANDOVER_ANNOTATION)
-    if blue and not state.has_commits:  # a blue/green upgrade's green, first start: where blue stopped
-        resume = blue_committed(blue) or resume
-    plan = plan_start(state, resume, partitions)
+    handed = blue_committed(blue) if blue and not state.has_commits else None  # blue/green's green, first start
+    plan = plan_start(state, handed or resume, partitions)
+    if handed is not None:
+        plan = as_green(plan, handed)
     if plan.note:
         log.warning("%s", plan.note) if plan.recovered else log.info("%s", plan.note)
     if plan.recovered and state.exists and not state.resumable:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bluegreen import blue_committed
+from app.bluegreen import as_green, blue_committed
 from app.contract.checkpoint import CheckpointState
 from app.resume import plan_start
 from tests.unit.app.test_checkpoint import _write_checkpoint
@@ -22,6 +22,9 @@ def test_green_starts_its_fresh_checkpoint_at_blues_last_commit(tmp_path):
     plan = plan_start(fresh, resume, {"payments": 3})  # a partition added since starts at its earliest
     assert plan.starting_offsets == '{"payments":{"0":40,"1":4,"2":-2}}'
     assert plan.recovered["batchId"] == 4
+    green = as_green(plan, resume)  # not a lost checkpoint: no CheckpointLost warning
+    assert green.recovered is None and green.starting_offsets == plan.starting_offsets
+    assert green.note.startswith("blue/green: a fresh checkpoint from the offsets blue committed last (batch 4 of ")
 
 
 def test_no_commit_in_blue_leaves_the_choice_to_the_caller(tmp_path):
