@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+from contextlib import contextmanager
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
@@ -59,6 +60,24 @@ def _setup(kafka_broker, kafka_topic, tmp_path):
     return source, sink, spec_path, producer
 
 
+@contextmanager
+def _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, namespace: str, tmp_path: Path):
+    """A steady producer, the active driver, and once it commits a warm standby: (sink, producer, active,
+    standby); everything stopped after."""
+    _, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", namespace, kube_apiserver.kubeconfig)
+    standby = None
+    try:
+        standby = _standby_beside(active, spec_path, tmp_path, namespace, kube_apiserver.kubeconfig)
+        yield sink, producer, active, standby
+    finally:
+        producer.stop()
+        active.stop()
+        if standby is not None:
+            standby.stop()
+
+
 def _standby_beside(active: JobProcess, spec_path: Path, tmp_path: Path, namespace: str, kubeconfig: Path) -> JobProcess:
     """Once the active driver commits: a second driver of the query, warmed up and waiting for the Lease."""
     wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
@@ -80,12 +99,7 @@ def _check_output(kafka_broker, sink, producer, what: str) -> None:
 
 
 def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
-    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
-    producer.start()
-    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
-    standby = None
-    try:
-        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
         # app/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
         assert "standby: query warmed up in" in standby.log(), standby.log()[-3000:]
         time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
@@ -98,11 +112,6 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
         producer.stop()
         _check_output(kafka_broker, sink, producer, f"killed active driver, standby committed {took:.1f}s later")
         assert DURATION_S - 1 <= took <= DURATION_S + 20, took
-    finally:
-        producer.stop()
-        active.stop()
-        if standby is not None:
-            standby.stop()
 
 
 def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
@@ -144,12 +153,7 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
     """The operator stops the old driver of a warm upgrade with SIGTERM (controller.decide.upgrade): it
     stops its query and releases the Lease as soon as no task runs, before Spark itself stops, so the
     warm driver waiting beside it takes over in seconds, not after the Lease's expiry."""
-    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
-    producer.start()
-    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
-    standby = None
-    try:
-        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
         last = commits(active)[-1]
         active.signal(signal.SIGTERM)
         stopped = time.monotonic()
@@ -162,8 +166,3 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
         _check_output(kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later")
         assert took_lease < DURATION_S - 1, took_lease  # released, not expired
         assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
-    finally:
-        producer.stop()
-        active.stop()
-        if standby is not None:
-            standby.stop()
