@@ -11,10 +11,11 @@ unit test. The rules, in the order ``decide`` applies them:
    (the previous spec keeps running) or, if asked, runs on a fresh checkpoint.
 3. ``Failed``, ``Invalid`` and ``Completed`` stay until the spec changes.
 4. ``suspend`` deletes the driver and keeps the checkpoint (``drivers``).
-5. Never two drivers for one checkpoint; a driver that runs an outdated spec is
-   upgraded warm: the new spec's driver warms up beside it and takes over through
-   the Lease (``upgrade``), or, when that cannot be, replaced at once (``drivers``). A standby query's second pod waits for the
-   Lease and takes over when the current driver fails (``standby``).
+5. Never two drivers writing to one checkpoint; a driver that runs an outdated spec
+   is upgraded warm: the new spec's driver warms up beside it and takes over
+   through the Lease (``upgrade``), or, when that cannot be, replaced at once
+   (``drivers``). A standby query's second pod waits for the Lease and takes over
+   when the current driver fails (``standby``).
 6. A driver that ended is classified by its exit code and restarted, or not,
    under the restart policy (``restart``).
 7. What the running driver reports goes into status.progress and the conditions
