@@ -132,11 +132,15 @@ def targets(r: dict) -> str:
 
 
 def recovery(r: dict) -> str:
+    gaps = any("largestGapS" in k for k in r["kills"])  # runs since bench.recovery --upgrade measure it
     rows = [[k["kill"], k["lastCommittedAtKill"], k.get("restartToQueryStartedS"), k["restartToFirstOutputS"],
-             k["killToFirstOutputS"], k.get("duplicates")] for k in r["kills"]]  # fmt: skip
+             k["killToFirstOutputS"], *([k.get("largestGapS")] if gaps else []), k.get("duplicates")]
+            for k in r["kills"]]  # fmt: skip
     s = r["summary"]
-    out = table(["kill", "last committed epoch/batch", "restart -> query started s", "restart -> first output s",
-                 "kill -> first output s", "duplicates"], rows)  # fmt: skip
+    stop = "stop" if r["settings"].get("upgrade", "none") != "none" else "kill"
+    out = table(["kill" if stop == "kill" else "stop", "last committed epoch/batch", "restart -> query started s",
+                 "restart -> first output s", f"{stop} -> first output s", *(["largest gap s"] if gaps else []),
+                 "duplicates"], rows)  # fmt: skip
     return out + (f"\n\n{r['settings']['mode']} at {r['settings']['rate']:,} records/s: {s['recordsSent']:,} sent, "
                   f"{s['recordsExpected']:,} pass the filter, {s['uniqueReceived']:,} arrived, duplicates "
                   f"{s['duplicates']:,}, **lost {s['lost']}**.\n\n{load_line(r)}.")  # fmt: skip
