@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import tempfile
+import time
 from itertools import chain
 from pathlib import Path
 
@@ -138,9 +139,18 @@ def ensure_control_topic(config: dict[str, str], topic: str, partitions: int) ->
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
-        return
-    if len(found.partitions) < partitions:
+    elif len(found.partitions) < partitions:
         admin.create_partitions([NewPartitions(topic, partitions)])[topic].result(30)
+    # A topic just made has its partitions' leaders a moment later: the writers read them at once.
+    deadline = time.monotonic() + 30
+    while True:
+        found = admin.list_topics(topic, timeout=30).topics.get(topic)
+        ready = found is not None and found.error is None and len(found.partitions) >= partitions
+        if ready and all(p.leader >= 0 for p in found.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the control topic {topic} has no leader for each of its {partitions} partitions")
+        time.sleep(0.2)
 
 
 class WriteTask:
