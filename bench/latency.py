@@ -139,8 +139,10 @@ class ModeRun:
         self._conn, child = ctx.Pipe()
         tick_ms = getattr(args, "tick_ms", TICK_MS)
         self.producer = ctx.Process(target=producer_main, args=(broker.bootstrap, self.source, child, {}, tick_ms), daemon=True)
+        # What an exactly-once sink promises, it promises to read_committed readers (librdkafka's default too).
+        reader = {"isolation.level": "read_committed"} if getattr(args, "exactly_once", False) else {}
         self.consumer = ctx.Process(
-            target=consumer_main, args=(broker.bootstrap, self.out_topic, str(self.received_path), self._stop_consumer, {}),
+            target=consumer_main, args=(broker.bootstrap, self.out_topic, str(self.received_path), self._stop_consumer, reader),
             daemon=True,
         )  # fmt: skip
 
@@ -168,6 +170,8 @@ class ModeRun:
             spec["source"]["kafka"]["options"] = dict(self.args.source_option)
         if self.args.sink_option:
             spec["sink"]["kafka"]["options"] = dict(self.args.sink_option)
+        if getattr(self.args, "exactly_once", False):
+            spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
         self.job = JobProcess(path, self.workdir, env=getattr(self.args, "job_env", None))
@@ -406,6 +410,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
     parser.add_argument("--source-option", type=parse_kv, action="append", default=[], help="Kafka source option k=v")
     parser.add_argument("--sink-option", type=parse_kv, action="append", default=[], help="Kafka sink option k=v")
+    parser.add_argument("--exactly-once", action="store_true",
+                        help="the job's Kafka sink writes exactly once (sink.kafka.delivery exactlyOnce; microBatch only)")
 
 
 def main(argv: list[str] | None = None) -> int:

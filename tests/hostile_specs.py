@@ -291,6 +291,15 @@ REFUSED_BY_POLICY = {
         kafka_option("kafka.ssl.engine.factory.class", "com.evil.Factory"), "team-a",
         "spec.source.kafka.options.kafka.ssl.engine.factory.class", "policy.allowedKafkaOptions",
     ),
+    # exactly-once: transactional ids and control topics are the operator's, per query
+    "kafka: another query's transactional id": (
+        kafka_option("kafka.transactional.id", "streamq-team-b-payments-0", at="sink"), "team-a",
+        "spec.sink.kafka.options.kafka.transactional.id", "policy.transactionalNames",
+    ),
+    "kafka: writing into another query's control topic": (
+        changed(BASE, {"sink.kafka.topic": "streamq-team-b-payments-eos-markers"}), "team-a",
+        "spec.sink.kafka.topic", "policy.transactionalNames",
+    ),
     # capacity: what is requested counts
     "caps: coreRequest past maxCores": (
         changed(BASE, {"runtime.executors": {"instances": 10, "cores": 1, "coreRequest": "63"}}), "team-a",

@@ -15,6 +15,10 @@ a test cannot pass as a test of the happy path.
     fail-on-sigusr2    the job fails its running query, as a transient failure would
                        (QUERY_FAILED), each time it gets SIGUSR2: restarts in place are
                        tested and measured without breaking a broker.
+    kill-before-commit an exactlyOnce writer (app.pipeline.exactly_once) kills its own
+                       process after its rows and marker reached the broker and before
+                       it commits: writer 0 of every third batch, once per batch (a flag
+                       file in the temp directory), so that the replay gets through.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class Failpoint(StrEnum):
     EXIT_AFTER_CREATE = "exit-after-create"
     SKIP_SLOT_CHECK = "skip-slot-check"
     FAIL_ON_SIGUSR2 = "fail-on-sigusr2"
+    KILL_BEFORE_COMMIT = "kill-before-commit"
 
 
 class UnknownFailpoint(ValueError):

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from kubernetes.utils import parse_quantity
 from pydantic import Field, StringConstraints
 
-from app.contract import kafka_settings, locations, sql
+from app.contract import exactly_once, kafka_settings, locations, sql
 from app.contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
@@ -174,6 +174,11 @@ class Policy(Model):
     )
     allow_spark_ui: bool = Field(
         default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
+    )
+    allow_exactly_once: bool = Field(
+        default=True,
+        description="Whether a query may ask for sink.kafka.delivery exactlyOnce (its writers need Write on the "
+        "TransactionalId prefix streamq-<namespace>- and on the control topic: docs/security.md).",
     )
     allow_standby: bool = Field(
         default=True,
@@ -511,6 +516,28 @@ def _kafka_options(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
             yield path, f"Kafka setting {setting} is refused unless the policy lists it: {why}"
 
 
+# --- exactly-once: transactional ids and control topics ---------------------------------------
+
+
+def _exactly_once(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    kafka = spec.sink.kafka
+    if kafka is not None and kafka.exactly_once and not policy.allow_exactly_once:
+        yield ".sink.kafka.delivery", "exactlyOnce is not allowed on this platform"
+
+
+def _transactional_names(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    """Transactional ids and control topics are the operator's, named per query
+    (app.contract.exactly_once): a query that named another's would fence its writers,
+    and one that wrote into another's control topic would forge markers, making it skip
+    a batch it never wrote."""
+    for path, key, _ in kafka_options(spec):
+        if key.lower() == "kafka.transactional.id":
+            yield path, "transactional ids are set by the exactlyOnce sink (streamq-<namespace>-<query>-<writer>)"
+    kafka = spec.sink.kafka
+    if kafka is not None and exactly_once.is_control_topic(kafka.topic):
+        yield ".sink.kafka.topic", f"{kafka.topic} is an exactlyOnce control topic; only its query's writers write it"
+
+
 # --- sparkConf -------------------------------------------------------------------------------
 
 # Set by the operator or through the spec's own fields: no policy lets a query set them.
@@ -656,6 +683,8 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.allowedSQLFunctions", _sql_functions),
     PolicyRule("policy.allowedKafkaOptions", _kafka_options),
     PolicyRule("policy.deniedHosts", _endpoints),
+    PolicyRule("policy.allowExactlyOnce", _exactly_once),
+    PolicyRule("policy.transactionalNames", _transactional_names),
     PolicyRule("policy.allowSparkUI", _spark_ui),
     PolicyRule("policy.allowStandby", _standby),
     PolicyRule("policy.allowedVolumes", _volumes),

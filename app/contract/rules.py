@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.contract import spec as model
-from app.contract import sql
+from app.contract import exactly_once, sql
 from app.contract.modes import Mode
 from app.contract.problems import Problem
 from app.contract.spec import QuerySpec, duration_ms
@@ -349,4 +349,6 @@ RULES: tuple[Rule, ...] = (
     )),
     Rule("kafka-options", _kafka),
     Rule("transforms", _transforms),
+    *(Rule(name, check, tuple(Cel(rule, message, field_path=path) for rule, message, path in cel))
+      for name, check, cel in exactly_once.checks()),
 )

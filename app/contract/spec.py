@@ -179,6 +179,28 @@ class Transform(OneOf):
 # --- sink --------------------------------------------------------------------
 
 
+class Delivery(StrEnum):
+    AT_LEAST_ONCE = "atLeastOnce"  # Spark's own Kafka writer: a replayed batch writes its records again
+    EXACTLY_ONCE = "exactlyOnce"  # app.pipeline.exactly_once: Kafka transactions, one per batch and producer
+
+
+class KafkaTransactions(Model):
+    """How an exactlyOnce sink writes (docs/architecture.md, "Exactly-once Kafka output")."""
+
+    producers: int = Field(
+        default=2, ge=1, le=256,
+        description="Transactional producers per batch: the batch's rows are hashed over this many writers. "
+        "Change it only after the query stopped cleanly (a batch half written under one count is not "
+        "recognised under another).",
+    )
+    timeout: Duration = Field(
+        default="60s",
+        description="transaction.timeout.ms: a transaction left open by a crashed writer is aborted by the broker "
+        "after this long at the latest (a restarted query aborts it sooner). Longer than the trigger interval, "
+        "at most 15m (the broker's transaction.max.timeout.ms default).",
+    )
+
+
 class KafkaSink(Model):
     bootstrap_servers: BootstrapServers
     topic: Name
@@ -186,6 +208,25 @@ class KafkaSink(Model):
         default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka sink options."
     )
     auth: KafkaAuth | None = None
+    # None, not atLeastOnce, when unset: the spec hash of a driver started before this field stays the same.
+    delivery: Delivery | None = Field(
+        default=None,
+        description="atLeastOnce (unset): Spark's Kafka writer; a batch replayed after a failure is written again. "
+        "exactlyOnce (microBatch and availableNow only): each batch is written in Kafka transactions with a "
+        "marker per writer in the query's control topic, so readers with isolation.level=read_committed see "
+        "every record once.",
+    )
+    transactions: KafkaTransactions | None = Field(
+        default=None, description="Settings of an exactlyOnce sink; unset: the defaults."
+    )
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery is Delivery.EXACTLY_ONCE
+
+    @property
+    def transaction_settings(self) -> KafkaTransactions:
+        return self.transactions or KafkaTransactions()
 
 
 class ConsoleSink(Model):

@@ -13,6 +13,7 @@ import tempfile
 
 from app.pipeline.failures import classify, one_line
 from app.contract import ExitCode
+from app.pipeline.exactly_once import at_least_once
 from app.pipeline.plan import apply_transform, build_writer, read_source
 from app.contract.load import QueryDocument
 from app.contract.problems import Problem
@@ -40,7 +41,7 @@ def analyse(spark, doc: QueryDocument, grace_s: float = GRACE_SECONDS) -> list[P
 
     Spark analyses each transform as it is applied, so the DataFrame is built step by
     step: a refusal there names the transform (spec.transforms[i]) it comes from."""
-    spec = _fail_fast(doc.spec)
+    spec = _fail_fast(at_least_once(doc.spec))  # never a transactional writer: it would fence the running query's
     with tempfile.TemporaryDirectory(prefix="streamq-validate-") as scratch:
         try:
             df = read_source(spark, spec)

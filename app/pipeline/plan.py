@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.pipeline.credentials import kafka_auth_options
+from app.pipeline.exactly_once import ExactlyOnceSink
 from app.contract.modes import Mode
 from app.contract.spec import QuerySpec, Transform, spark_interval
 
@@ -89,14 +90,16 @@ def kafka_sink_options(spec: QuerySpec) -> dict[str, str]:
     return options
 
 
-def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None):
+def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None, namespace: str | None = None):
     writer = (
         df.writeStream.queryName(query_name(name, spec))
         .outputMode(spec.effective_output_mode.value)
         .option("checkpointLocation", checkpoint_location or spec.checkpoint.location)
     )
     sink = spec.sink
-    if sink.kafka is not None:
+    if sink.kafka is not None and sink.kafka.exactly_once:
+        writer = writer.foreachBatch(ExactlyOnceSink(spec, query_name(name, spec), namespace, checkpoint_location))
+    elif sink.kafka is not None:
         writer = writer.format("kafka").options(**kafka_sink_options(spec))
     elif sink.console is not None:
         writer = writer.format("console").option("numRows", sink.console.num_rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -112,6 +113,9 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_s
     for key, value in spark_conf(spec, slots).items():
         builder = builder.config(key, value)
     silence_query_context_loggers()
+    # Python workers run the exactlyOnce sink's writers: this interpreter has their packages
+    # (the image sets PYSPARK_PYTHON to its venv; a local run would start whatever python3 is first on PATH).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     secrets = s3a_hadoop_secrets(spec.checkpoint.s3) if with_secrets else {}  # read before the JVM starts: a missing file fails fast
     spark = builder.getOrCreate()
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()

@@ -106,7 +106,7 @@ def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
 
     seen = {rule for _, _, _, rule in REFUSED_BY_POLICY.values()}
     seen.add("policy.hostPathPrefixes")  # needs a policy that allows hostPath: below
-    seen.update(("policy.allowSparkUI", "policy.allowStandby"))  # allowed by default: below
+    seen.update(("policy.allowSparkUI", "policy.allowStandby", "policy.allowExactlyOnce"))  # allowed by default: below
     assert seen == {rule.name for rule in POLICY_RULES}
     spec = changed(BASE, {"runtime.image": "evil.io/x:1"})
     problems = check_policy(validate_spec(spec), Policy())

@@ -1,0 +1,233 @@
+"""Exactly-once Kafka output: the decisions, without Kafka or Spark (pure).
+
+The sink (``app.pipeline.exactly_once``) writes each micro-batch as one Kafka
+transaction per writer, with a marker (checkpoint id, batch id, writer) in the
+same transaction, in a control topic of the query's own. What is decided here:
+
+* names: the transactional ids and the control topic, per namespace and query,
+  so two queries never fence each other and a platform can grant ACLs by prefix
+  (``streamq-<namespace>-``);
+* the marker's format, and whether a marker says a writer's part of a batch is
+  already committed;
+* which specs cannot have it: modes without a batch to commit, transforms whose
+  output is not the same when a batch is replayed, speculative tasks, sink
+  options the transactional writer does not take, a timeout that does not fit.
+
+docs/architecture.md ("Exactly-once Kafka output") holds the argument.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from app.contract import sql
+from app.contract.modes import Mode
+from app.contract.spec import QuerySpec, duration_ms
+
+Found = Iterator[tuple[str, str]]  # (path below spec, message)
+
+NAME_PREFIX = "streamq-"
+CONTROL_SUFFIX = "-eos-markers"
+MAX_TOPIC = 249  # Kafka's limit on a topic name
+# The broker refuses a producer whose transaction.timeout.ms is above its transaction.max.timeout.ms (default 15 min).
+BROKER_MAX_TIMEOUT_MS = 15 * 60 * 1000
+MARKER_VERSION = 1
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def query_prefix(namespace: str, query: str) -> str:
+    """``streamq-<namespace>-<query>-``: every transactional id and the control topic of one query
+    start with it. Too long for a topic name: shortened, with a hash of the whole so names stay apart."""
+    base = f"{NAME_PREFIX}{namespace}-{query}"
+    room = MAX_TOPIC - len(CONTROL_SUFFIX)
+    if len(base) > room:
+        digest = hashlib.sha256(base.encode()).hexdigest()[:12]
+        base = f"{base[: room - len(digest) - 1]}-{digest}"
+    return f"{base}-"
+
+
+def namespace_prefix(namespace: str) -> str:
+    """What a platform grants one namespace's Kafka principal (prefixed ACLs)."""
+    return f"{NAME_PREFIX}{namespace}-"
+
+
+def control_topic(namespace: str, query: str) -> str:
+    return f"{query_prefix(namespace, query)[:-1]}{CONTROL_SUFFIX}"
+
+
+def transactional_id(namespace: str, query: str, writer: int) -> str:
+    """Deterministic per (query, writer): the writer of a later incarnation (a restart, a retried
+    or speculative task, a standby that took over) fences the earlier one's producer."""
+    return f"{query_prefix(namespace, query)}{writer}"
+
+
+def is_control_topic(topic: str) -> bool:
+    return topic.startswith(NAME_PREFIX) and topic.endswith(CONTROL_SUFFIX)
+
+
+# --- markers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One writer's part of one batch is committed. ``checkpoint`` is the query id Spark keeps in
+    the checkpoint's metadata: a new checkpoint starts its batch ids at 0 again."""
+
+    checkpoint: str
+    batch: int
+    writer: int
+    writers: int
+
+    def encode(self) -> bytes:
+        return json.dumps({"v": MARKER_VERSION, "checkpoint": self.checkpoint, "batch": self.batch,
+                           "writer": self.writer, "writers": self.writers}, separators=(",", ":")).encode()  # fmt: skip
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> "Marker | None":
+        """None for anything that is not a marker of this format (never guessed at)."""
+        try:
+            data = json.loads(raw or b"")
+            if data.get("v") != MARKER_VERSION:
+                return None
+            return cls(str(data["checkpoint"]), int(data["batch"]), int(data["writer"]), int(data["writers"]))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+
+def already_written(last: Marker | None, checkpoint: str, batch: int, writer: int) -> bool:
+    """Is ``writer``'s part of ``batch`` committed, given the last committed marker of its control
+    partition? Batches run one after another and a writer's markers share one partition, so the
+    last marker is this batch's when it was committed, or an earlier batch's when it was not."""
+    return last is not None and last.checkpoint == checkpoint and last.writer == writer and last.batch >= batch
+
+
+# --- refusals ---------------------------------------------------------------------------------
+
+WHY_NO_BATCH = "exactlyOnce needs micro-batches: {mode} mode has no batch to commit atomically"
+# Functions whose value differs when a batch is replayed: its rows would differ, and so would which
+# writer (hash of the row) writes them; a row could then be written by two writers, or by none.
+NONDETERMINISTIC = frozenset(
+    {"rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id", "spark_partition_id",
+     "input_file_name", "input_file_block_start", "input_file_block_length", "now", "current_timestamp",
+     "current_date", "localtimestamp", "current_time", "randstr", "uniform",
+     "first", "first_value", "last", "last_value", "any_value", "collect_list", "collect_set", "array_agg",
+     "try_reflect", "reflect", "java_method"}
+)  # fmt: skip
+_BARE_TIME = re.compile(r"\b(current_timestamp|current_date|localtimestamp)\b(?!\s*\()", re.IGNORECASE)
+# The transactional writer is confluent-kafka (librdkafka): it takes these kafka.* settings; the
+# Java-only ones of Spark's writer mean nothing to it, and the transaction settings are its own.
+WRITER_SETTINGS = frozenset({"linger.ms", "batch.size", "compression.type", "request.timeout.ms", "client.id"})
+OWNED_SETTINGS = frozenset({"transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms",
+                            "max.in.flight.requests.per.connection", "isolation.level"})  # fmt: skip
+
+
+def _wants(spec: QuerySpec) -> bool:
+    return spec.sink.kafka is not None and spec.sink.kafka.exactly_once
+
+
+def mode_problems(spec: QuerySpec) -> Found:
+    if _wants(spec) and spec.mode.long_running:
+        yield ".sink.kafka.delivery", WHY_NO_BATCH.format(mode=spec.mode)
+
+
+def settings_without_delivery(spec: QuerySpec) -> Found:
+    kafka = spec.sink.kafka
+    if kafka is not None and kafka.transactions is not None and not kafka.exactly_once:
+        yield ".sink.kafka.transactions", "transactions applies to delivery exactlyOnce only"
+
+
+def timeout_problems(spec: QuerySpec) -> Found:
+    """The transaction timeout against the trigger interval and the broker's bound.
+
+    A transaction stays open while its task writes one batch, about one trigger interval of input
+    at most when the query keeps up: a timeout no longer than the interval gets busy batches aborted
+    by the broker, retried and aborted again. Above the broker's bound every writer fails at
+    init_transactions. After a crash, readers (read_committed) wait on the crashed writer's open
+    transaction until the restarted query fences it or the timeout ends it, whichever is first
+    (``reader_wait_ms``)."""
+    if not _wants(spec):
+        return
+    timeout = duration_ms(spec.sink.kafka.transaction_settings.timeout)
+    at = ".sink.kafka.transactions.timeout"
+    interval = spec.commit_interval_ms
+    if timeout <= interval:
+        yield at, (f"the transaction timeout ({timeout} ms) must be longer than the trigger interval ({interval} ms): "
+                   "a batch that takes its interval would be aborted by the broker")  # fmt: skip
+    if timeout > BROKER_MAX_TIMEOUT_MS:
+        yield at, (f"the transaction timeout ({timeout} ms) is above the broker's transaction.max.timeout.ms "
+                   f"default ({BROKER_MAX_TIMEOUT_MS} ms): every writer would fail to start")  # fmt: skip
+    if timeout < 1000:
+        yield at, "the transaction timeout must be at least 1s (a transaction takes a few broker round trips)"
+
+
+def reader_wait_ms(spec: QuerySpec) -> int:
+    """How long read_committed readers of the output can wait on a crashed writer's open transaction:
+    until the timeout, or sooner, the restart (its first backoff) fences it. With restartPolicy Never
+    nothing restarts and the timeout is the bound."""
+    timeout = duration_ms(spec.sink.kafka.transaction_settings.timeout)
+    if spec.restart_policy.type.value == "Never" or spec.restart_policy.max_restarts == 0:
+        return timeout
+    return min(timeout, duration_ms(spec.restart_policy.backoff.initial) + spec.commit_interval_ms)
+
+
+def transform_problems(spec: QuerySpec) -> Found:
+    if not _wants(spec):
+        return
+    from app.contract.rules import transform_texts  # rules imports this module's checks
+
+    for path, text in transform_texts(spec):
+        called = set(sql.called_names(text) or ())
+        found = sorted(called & NONDETERMINISTIC) + [m.group(1).lower() for m in _BARE_TIME.finditer(text)]
+        for name in dict.fromkeys(found):
+            yield path, (f"exactlyOnce needs the same output when a batch is replayed; {name} gives another value "
+                         "each run (rows written twice or never)")  # fmt: skip
+
+
+SPECULATION_KEYS = ("spark.speculation",)
+
+
+def speculation_problems(spec: QuerySpec) -> Found:
+    """Speculative copies of a task would share its transactional id: each copy fences the other,
+    which stays correct (only one commits) but fails attempts for nothing; streamq never turns it on."""
+    if not _wants(spec):
+        return
+    for key in SPECULATION_KEYS:
+        if str(spec.runtime.spark_conf.get(key, "false")).strip().lower() == "true":
+            yield f".runtime.sparkConf.{key}", ("exactlyOnce refuses speculative tasks: copies of one task share "
+                                                "its transactional id and fence each other")  # fmt: skip
+
+
+def option_problems(spec: QuerySpec) -> Found:
+    if not _wants(spec):
+        return
+    for key in spec.sink.kafka.options:
+        setting = key[len("kafka."):].lower() if key.lower().startswith("kafka.") else None
+        at = f".sink.kafka.options.{key}"
+        if setting in OWNED_SETTINGS:
+            yield at, f"exactlyOnce sets {setting} itself"
+        elif setting not in WRITER_SETTINGS:
+            yield at, (f"the exactlyOnce writer takes only kafka.{{{', '.join(sorted(WRITER_SETTINGS))}}} "
+                       "among the sink's options")  # fmt: skip
+
+
+def checks() -> tuple:
+    """(name, check, CEL rules as (rule, message, fieldPath)) for app.contract.rules' table."""
+    long_running = " || ".join(f"has(self.trigger.{m})" for m in Mode if m.long_running)
+    wants = "has(self.sink.kafka) && has(self.sink.kafka.delivery) && self.sink.kafka.delivery == 'exactlyOnce'"
+    mode_cel = (f"!({wants}) || !({long_running})",
+                "exactlyOnce needs micro-batches: continuous and realTime mode have no batch to commit atomically",
+                ".sink.kafka.delivery")  # fmt: skip
+    return (
+        ("exactly-once-mode", mode_problems, (mode_cel,)),
+        ("exactly-once-settings", settings_without_delivery, ()),
+        ("exactly-once-timeout", timeout_problems, ()),
+        ("exactly-once-transforms", transform_problems, ()),
+        ("exactly-once-speculation", speculation_problems, ()),
+        ("exactly-once-options", option_problems, ()),
+    )

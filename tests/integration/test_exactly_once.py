@@ -1,0 +1,138 @@
+"""Exactly-once Kafka output (sink.kafka.delivery: exactlyOnce) with a real broker and real Spark:
+the fraud filter killed mid-stream, a writer killed between its produce and its commit, and a
+zombie producer of an earlier incarnation. A read_committed reader must see every flagged
+payment exactly once."""
+
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from app.checkpoints.reader import read_checkpoint
+from app.contract import ExitCode
+from app.contract.exactly_once import Marker, control_topic, transactional_id
+from app.pipeline.exactly_once import last_marker
+from testbed.jobs import JobProcess, SteadyProducer
+from testbed.specs import flagged, query_spec, write_resource
+from testbed.wait import wait_for
+
+pytestmark = pytest.mark.integration
+
+KILLS = 5
+MICRO_BATCH = {"microBatch": {"interval": "1s"}}
+
+
+def exactly_once_spec(broker, source, sink, location):
+    return query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=location, trigger=MICRO_BATCH,
+                      **{"sink.kafka.delivery": "exactlyOnce", "restartPolicy.inPlaceRestarts": 100})  # fmt: skip
+
+
+def _committed_batches(checkpoint) -> int:
+    last = read_checkpoint(checkpoint).last_committed
+    return -1 if last is None else last
+
+
+def _count(out, expected):
+    got = Counter(out)
+    missing = set(expected) - set(got)
+    duplicates = sum(n - 1 for n in got.values())
+    return missing, duplicates
+
+
+def _wait_and_count(broker, sink, producer, timeout=180):
+    producer.stop()
+    expected = set(flagged(producer.sent))
+    out = broker.wait_for_records(sink, expected, timeout=timeout)
+    return expected, out
+
+
+def test_sigkill_five_times_mid_stream_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
+    source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
+    checkpoint = tmp_path / "ck"
+    spec_path = write_resource(tmp_path / "q.yaml", "eos-kill", exactly_once_spec(kafka_broker, source, sink, checkpoint))
+    producer = SteadyProducer(kafka_broker, source, per_batch=100, period_s=0.1)  # ~1,000 payments/s
+    producer.start()
+    job = JobProcess(spec_path, tmp_path)
+    kills = []
+    try:
+        for kill in range(KILLS):
+            before = _committed_batches(checkpoint)
+            # mid-stream: this run committed batches of its own, and more input keeps coming
+            wait_for(lambda: _committed_batches(checkpoint) >= before + 2, 300,
+                     lambda: f"two more committed batches before kill {kill + 1}:\n{job.log()[-4000:]}")  # fmt: skip
+            time.sleep(0.4 + 0.3 * kill)  # a different point of the batch cycle each time
+            job.kill_all()
+            job.wait(30)
+            job.stop()
+            kills.append(_committed_batches(checkpoint))
+            job = JobProcess(spec_path, tmp_path)
+        before = _committed_batches(checkpoint)
+        wait_for(lambda: _committed_batches(checkpoint) >= before + 2, 300, lambda: f"the last run commits:\n{job.log()[-4000:]}")
+        expected, out = _wait_and_count(kafka_broker, sink, producer)
+    finally:
+        producer.stop()
+        job.signal(signal.SIGTERM)
+        job.wait(60)
+        job.stop()
+    missing, duplicates = _count(out, expected)
+    print(f"{len(producer.sent)} payments, {len(expected)} flagged, {len(out)} read (read_committed), "
+          f"killed after batches {kills}: lost {len(missing)}, duplicates {duplicates}")  # fmt: skip
+    assert set(out) <= expected, "records that should have been filtered out arrived"
+    assert not missing, f"{len(missing)} flagged payments never arrived"
+    assert duplicates == 0, f"{duplicates} flagged payments arrived more than once"
+
+
+def test_a_writer_killed_between_produce_and_commit_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
+    source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
+    checkpoint = tmp_path / "ck"
+    spec_path = write_resource(tmp_path / "q.yaml", "eos-failpoint", exactly_once_spec(kafka_broker, source, sink, checkpoint))
+    producer = SteadyProducer(kafka_broker, source, per_batch=100, period_s=0.1)
+    producer.start()
+    job = JobProcess(spec_path, tmp_path, env={"STREAMQ_FAILPOINT": "kill-before-commit"})
+    try:
+        # the failpoint kills writer 0 of batches 1, 4, 7: each is replayed by an in-place restart
+        wait_for(lambda: _committed_batches(checkpoint) >= 8, 400, lambda: f"batch 8 committed:\n{job.log()[-4000:]}")
+        expected, out = _wait_and_count(kafka_broker, sink, producer)
+        restarts = job.log().count("restarting it in place")
+    finally:
+        producer.stop()
+        job.signal(signal.SIGTERM)
+        code = job.wait(60)
+        job.stop()
+    missing, duplicates = _count(out, expected)
+    print(f"{len(expected)} flagged, {len(out)} read, {restarts} in-place restarts: lost {len(missing)}, duplicates {duplicates}")
+    assert restarts >= 3, "the failpoint did not kill the writers it should have"
+    assert not missing and duplicates == 0, (len(missing), duplicates)
+    assert code == ExitCode.OK
+
+
+def test_a_zombie_of_an_earlier_incarnation_cannot_commit(kafka_broker, kafka_topic):
+    from confluent_kafka import KafkaException, Producer
+
+    sink = kafka_topic()
+    control = kafka_topic(prefix="control")
+    txn = transactional_id("team-a", "zombie", 0)
+    conf = {"bootstrap.servers": kafka_broker.bootstrap, "broker.address.family": "v4", "transactional.id": txn}
+    zombie = Producer(conf)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(sink, key=b"k", value=b"from the zombie")
+    zombie.produce(control, key=b"0", value=Marker("ck", 3, 0, 1).encode(), partition=0)
+    zombie.flush(30)  # on the broker, in an open transaction: what a killed task leaves behind
+
+    successor = Producer(conf)
+    successor.init_transactions(30)  # the new incarnation: fences the zombie, aborts its transaction
+    # fence first, then look: the zombie's marker was never committed, so batch 3 is still to write
+    assert last_marker({"bootstrap.servers": kafka_broker.bootstrap}, control, 0) is None
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal() or "fenc" in str(raised.value).lower(), raised.value
+    successor.begin_transaction()
+    successor.produce(sink, key=b"k", value=b"from the successor")
+    successor.produce(control, key=b"0", value=Marker("ck", 3, 0, 1).encode(), partition=0)
+    successor.commit_transaction(30)
+
+    assert kafka_broker.consume_all(sink, timeout=15, decode=True) == [("k", "from the successor")]
+    assert last_marker({"bootstrap.servers": kafka_broker.bootstrap}, control, 0) == Marker("ck", 3, 0, 1)
+    assert control_topic("team-a", "zombie") != control  # the job names its own; this test made one by hand

@@ -1,0 +1,114 @@
+"""The exactly-once sink's decisions: names, markers, refusals (app.contract.exactly_once)."""
+
+import pytest
+
+from app.contract import exactly_once as eos
+from app.contract.load import validate_spec
+from app.contract.policy import Policy, check_policy
+from app.contract.problems import SpecError
+from testbed.specs import query_spec
+
+pytestmark = pytest.mark.unit
+
+EXACTLY_ONCE = {"sink.kafka.delivery": "exactlyOnce"}
+
+
+def problems(spec: dict) -> list[str]:
+    try:
+        validate_spec(spec)
+    except SpecError as exc:
+        return [str(p) for p in exc.problems]
+    return []
+
+
+def test_names_are_per_namespace_and_query_and_never_shared():
+    assert eos.transactional_id("team-a", "fraud", 0) == "streamq-team-a-fraud-0"
+    assert eos.control_topic("team-a", "fraud") == "streamq-team-a-fraud-eos-markers"
+    assert eos.transactional_id("team-a", "fraud", 1).startswith(eos.namespace_prefix("team-a"))
+    # "a-b"/"c" and "a"/"b-c" spell the same prefix text: the namespace boundary is not in the name,
+    # so the platform's ACLs (per namespace prefix) and the policy are what keep tenants apart
+    names = {eos.transactional_id(ns, q, w) for ns, q in [("a", "x"), ("a", "y"), ("b", "x")] for w in (0, 1)}
+    assert len(names) == 6
+    assert eos.is_control_topic(eos.control_topic("a", "x")) and not eos.is_control_topic("payments")
+
+
+def test_a_long_name_stays_a_legal_topic_and_distinct():
+    ns, long_a, long_b = "n" * 63, "q" * 250 + "a", "q" * 250 + "b"
+    a, b = eos.control_topic(ns, long_a), eos.control_topic(ns, long_b)
+    assert len(a) <= eos.MAX_TOPIC and len(b) <= eos.MAX_TOPIC and a != b
+    assert eos.is_control_topic(a)
+
+
+def test_a_marker_round_trips_and_anything_else_is_no_marker():
+    marker = eos.Marker("ckpt-id", 7, 1, 2)
+    assert eos.Marker.decode(marker.encode()) == marker
+    for raw in (None, b"", b"not json", b"[]", b'{"v":2,"checkpoint":"c","batch":1,"writer":0,"writers":1}'):
+        assert eos.Marker.decode(raw) is None
+
+
+@pytest.mark.parametrize(("last", "written"), [
+    (None, False),
+    (eos.Marker("ck", 6, 1, 2), False),  # the previous batch: this one was not committed
+    (eos.Marker("ck", 7, 1, 2), True),
+    (eos.Marker("ck", 8, 1, 2), True),
+    (eos.Marker("other-checkpoint", 9, 1, 2), False),  # a new checkpoint counts batches from 0 again
+    (eos.Marker("ck", 7, 0, 2), False),
+])  # fmt: skip
+def test_a_writers_part_is_skipped_only_when_its_marker_is_committed(last, written):
+    assert eos.already_written(last, "ck", 7, 1) is written
+
+
+@pytest.mark.parametrize("mode", ["continuous", "realTime"])
+def test_modes_without_a_batch_are_refused_with_the_reason(mode):
+    found = problems(query_spec(mode=mode, **EXACTLY_ONCE))
+    assert any(p.startswith("spec.sink.kafka.delivery: ") and "no batch to commit atomically" in p for p in found), found
+
+
+@pytest.mark.parametrize("mode", ["microBatch", "availableNow"])
+def test_micro_batch_modes_take_it(mode):
+    assert problems(query_spec(mode=mode, **EXACTLY_ONCE)) == []
+
+
+def test_the_timeout_is_checked_against_the_trigger_interval_and_the_broker():
+    spec = query_spec(mode="microBatch", trigger={"microBatch": {"interval": "2m"}}, **EXACTLY_ONCE)
+    assert any("longer than the trigger interval" in p for p in problems(spec))
+    assert problems(query_spec(spec, **{"sink.kafka.transactions": {"timeout": "5m"}})) == []
+    found = problems(query_spec(spec, **{"sink.kafka.transactions": {"timeout": "20m"}}))
+    assert any("transaction.max.timeout.ms" in p for p in found), found
+
+
+def test_readers_wait_at_most_until_the_restart_or_the_timeout():
+    spec = validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE, **{"restartPolicy.backoff.initial": "5s"}))
+    assert eos.reader_wait_ms(spec) == 5000
+    never = validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE, **{"restartPolicy.type": "Never"}))
+    assert eos.reader_wait_ms(never) == 60_000
+
+
+def test_nondeterministic_transforms_are_refused_and_map_only_ones_pass():
+    spec = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"transforms.1": {"withColumn": {"name": "r", "expr": "rand() * 2"}}})
+    assert any("transforms[1].withColumn.expr" in p and "rand" in p for p in problems(spec))
+    bare = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"transforms.1": {"where": "current_timestamp > timestamp"}})
+    assert any("current_timestamp" in p for p in problems(bare))
+    # the same functions are fine at least once: a replay writes again anyway
+    assert problems(query_spec(mode="microBatch", **{"transforms.1": {"withColumn": {"name": "r", "expr": "rand()"}}})) == []
+
+
+def test_speculation_options_and_stray_settings_are_refused():
+    spec = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"runtime.sparkConf": {"spark.speculation": "true"},
+                      "sink.kafka.options": {"kafka.acks": "1", "kafka.linger.ms": "5", "kafka.buffer.memory": "1"}})  # fmt: skip
+    found = problems(spec)
+    assert any("speculative" in p for p in found)
+    assert any("options.kafka.acks: " in p and "sets acks itself" in p for p in found)
+    assert any("options.kafka.buffer.memory: " in p for p in found)
+    assert not any("kafka.linger.ms" in p for p in found)
+    stray = query_spec(mode="microBatch", **{"sink.kafka.transactions": {"producers": 3}})
+    assert any("exactlyOnce only" in p for p in problems(stray))
+
+
+def test_the_policy_keeps_transactional_ids_and_control_topics_to_their_query():
+    spec = validate_spec(query_spec(mode="microBatch", **{"sink.kafka.topic": "streamq-b-q-eos-markers"}))
+    assert any("policy.transactionalNames" in str(p) for p in check_policy(spec, Policy(), namespace="a"))
+    wanted = validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE))
+    assert check_policy(wanted, Policy(), namespace="a") == []
+    (problem,) = check_policy(wanted, Policy.model_validate({"allowExactlyOnce": False}), namespace="a")
+    assert "policy.allowExactlyOnce" in str(problem)
