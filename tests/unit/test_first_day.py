@@ -84,3 +84,85 @@ def test_an_editable_install_of_a_fresh_clone_prints_no_warning(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         pth = [n for n in z.namelist() if n.endswith(".pth")]
         assert [z.read(n).decode().strip() for n in pth] == [str(tmp_path)]
+
+
+# ---------------------------------------------------------------- the cluster quick start
+
+QUICKSTART = ROOT / "manifests" / "quickstart"
+
+
+def readme_cluster_quickstart() -> list[str]:
+    """The commands of README's "Quick start on a cluster", comments dropped (the e2e test runs them)."""
+    block = README.split("<!-- cluster-quickstart -->", 1)[1].split("<!-- /cluster-quickstart -->", 1)[0]
+    body = re.search(r"```bash\n(.*?)```", block, re.S)[1]
+    return [c for c in (line.split("#", 1)[0].strip() for line in body.splitlines()) if c]
+
+
+def version() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_the_cluster_quick_start_builds_the_image_then_runs_the_sample_on_a_cluster():
+    commands = readme_cluster_quickstart()
+    assert commands[0] == "make image", "the image first: the e2e test builds it before the cluster loads it"
+    assert "make quickstart" in commands and "hack/quickstart.sh watch" in commands
+    assert "kubectl -n streamq get sq" in commands
+    assert re.search(r"^quickstart:\n\t@hack/quickstart.sh$", (ROOT / "Makefile").read_text(), re.M)
+    assert re.search(r"^image: jars\n\t@archive=\"\$\$\(hack/build-image.sh\)\"", (ROOT / "Makefile").read_text(), re.M)
+    script = (ROOT / "hack" / "quickstart.sh").read_text()
+    # the sample itself, as it is in the repository: not a generated spec
+    assert 'kn apply -f "$ROOT/manifests/samples/fraud-filter.yaml"' in script
+    assert 'NS="${STREAMQ_QUICKSTART_NAMESPACE:-streamq}"' in script
+
+
+def test_the_quick_start_gives_the_sample_what_it_names():
+    import yaml
+
+    sample = yaml.safe_load((ROOT / "manifests" / "samples" / "fraud-filter.yaml").read_text())["spec"]
+    kafka = list(yaml.safe_load_all((QUICKSTART / "kafka.yaml").read_text()))
+    service = next(d for d in kafka if d["kind"] == "Service")
+    host, port = sample["source"]["kafka"]["bootstrapServers"].split(":")
+    assert service["metadata"]["name"] == host and service["spec"]["ports"][0]["port"] == int(port)
+    assert sample["sink"]["kafka"]["bootstrapServers"] == f"{host}:{port}"
+    assert sample["checkpoint"]["volume"]["persistentVolumeClaim"]["claimName"] == "streamq-checkpoints"
+    assert 'CLAIM=streamq-checkpoints' in (ROOT / "hack" / "quickstart.sh").read_text()
+    payments = (QUICKSTART / "payments.py").read_text()
+    topics = dict(re.findall(r'"?(\w[\w-]*)"?: (\d+)', re.search(r"PARTITIONS = \{(.*?)\}", payments)[1].replace("SOURCE", '"payments"').replace("SINK", '"payments-flagged"')))
+    assert topics == {"payments": "2", "payments-flagged": "1"}
+    # continuous mode holds a slot per source partition for the query's life: more slots than partitions
+    assert sample["runtime"]["parallelism"] > int(topics["payments"])
+    assert sample["source"]["kafka"]["topics"] == ["payments"] and sample["sink"]["kafka"]["topic"] == "payments-flagged"
+
+
+def test_the_quick_starts_pods_run_the_image_the_chart_expects():
+    import yaml
+
+    for path in QUICKSTART.glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            pod = (doc or {}).get("spec", {}).get("template", {}).get("spec")
+            for container in (pod or {}).get("containers", []):
+                assert container["image"] == f"streamq:{version()}", (path.name, container["image"])
+                assert container["imagePullPolicy"] == "IfNotPresent"
+    chart = (ROOT / "charts" / "streamq" / "Chart.yaml").read_text()
+    assert re.search(rf'^appVersion: "{re.escape(version())}"$', chart, re.M)
+
+
+def test_the_quick_start_payments_script_parses_its_commands():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart_payments", QUICKSTART / "payments.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit):
+        module.main(["nonsense"])
+    assert module.SOURCE == "payments" and module.SINK == "payments-flagged"
+
+
+def test_the_dockerfile_carries_the_broker_the_quick_start_runs():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "COPY jars/kafka/libs/*.jar /opt/kafka/libs/" in dockerfile
+    kafka = (QUICKSTART / "kafka.yaml").read_text()
+    assert '-cp "/opt/kafka/libs/*"' in kafka and "/opt/kafka/config/log4j2.properties" in kafka
+    assert "docker build ." not in README.replace("A bare `docker build .` fails", "")
