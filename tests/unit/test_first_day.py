@@ -166,3 +166,13 @@ def test_the_dockerfile_carries_the_broker_the_quick_start_runs():
     kafka = (QUICKSTART / "kafka.yaml").read_text()
     assert '-cp "/opt/kafka/libs/*"' in kafka and "/opt/kafka/config/log4j2.properties" in kafka
     assert "docker build ." not in README.replace("A bare `docker build .` fails", "")
+
+
+def test_the_upgrade_applies_the_charts_crds_before_helm_upgrade():
+    """docs/operations.md's two commands (tests/e2e/test_upgrade.py runs them): Helm never upgrades crds/."""
+    from tests.e2e.test_upgrade import documented_commands
+
+    crds, upgrade = documented_commands()
+    assert crds.startswith("kubectl apply --server-side") and crds.endswith(" -f charts/streamq/crds/")
+    assert (ROOT / "charts" / "streamq" / "crds").is_dir()
+    assert upgrade.startswith("helm upgrade streamq charts/streamq ") and "--reset-then-reuse-values" in upgrade
