@@ -13,7 +13,7 @@
 # The image: `make image` builds streamq:<version>, the tag the chart expects. On a kind
 # cluster (context kind-*) this script loads it into the nodes; elsewhere put it on the
 # nodes yourself (ctr -n k8s.io images import ARCHIVE) or push it to a registry and say
-# where: STREAMQ_IMAGE=registry.example/platform/streamq:0.1.0 hack/quickstart.sh.
+# where: STREAMQ_IMAGE=registry.example.com/platform/streamq:0.1.0 hack/quickstart.sh.
 #
 # Checkpoint storage: the claim binds through the default StorageClass when it has a
 # dynamic provisioner; without one (kubernetes.io/host-path, no-provisioner, none) a
