@@ -36,7 +36,8 @@ kube:
 # The image from a fresh clone: the jars it carries (Maven), then the build (Docker where one
 # answers, else buildah). Tagged streamq:<pyproject version>, the chart's appVersion.
 image: jars
-	@archive="$$(hack/build-image.sh)" && echo "image $$(hack/build-image.sh --print-ref): $$archive" && \
+	@hack/build-image.sh
+	@archive="$$(hack/build-image.sh --print-archive)" && echo "image $$(hack/build-image.sh --print-ref): $$archive" && \
 	  echo "  kind:      kind load image-archive $$archive" && \
 	  echo "  a node:    ctr -n k8s.io images import $$archive" && \
 	  echo "  registry:  skopeo copy docker-archive:$$archive docker://REGISTRY/streamq:TAG (README: Pushing the image)"
