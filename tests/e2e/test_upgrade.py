@@ -89,6 +89,7 @@ def test_helm_upgrade_from_an_earlier_chart_with_a_crd_change_keeps_the_query_ru
             argv = shlex.split(command)
             if argv[0] == "helm":
                 argv[argv.index("--namespace") + 1] = OPERATOR_NAMESPACE
+                argv = [str(REPO_ROOT / a) if a.startswith("charts/") else a for a in argv]  # helm runs from anywhere
                 cluster.helm(*argv[1:], "--wait", "--timeout", "5m")
             else:
                 done = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
