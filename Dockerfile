@@ -7,9 +7,11 @@
 #
 # Build it with hack/build-image.sh. It prepares the build context: this file,
 # docker/, pyproject.toml, app/, controller/, Spark's Kafka connector jars in
-# jars/spark-kafka/ and Hadoop's S3A filesystem with the AWS SDK modules it loads
-# in jars/s3a/ (resolved on the host by hack/install-jars.sh; the build has no Maven), then runs `docker build` where Docker works and buildah on a local
-# debootstrap base elsewhere.
+# jars/spark-kafka/, Hadoop's S3A filesystem with the AWS SDK modules it loads
+# in jars/s3a/ and a Kafka broker in jars/kafka/ (resolved on the host by
+# hack/install-jars.sh; the build has no Maven), then runs `docker build` where Docker
+# works and buildah on a local debootstrap base elsewhere. From a fresh clone: `make image`
+# (a bare `docker build .` lacks jars/).
 
 ARG BASE_IMAGE=debian:bookworm-slim
 
@@ -99,6 +101,11 @@ COPY jars/spark-kafka/*.jar /opt/streamq/jars/spark-kafka/
 # s3a:// checkpoints: hadoop-aws (the Hadoop release of pyspark's jars) and the AWS SDK v2
 # modules S3A loads, not the SDK's 686 MB bundle (hack/maven/s3a/pom.xml).
 COPY jars/s3a/*.jar /opt/streamq/jars/s3a/
+# A single-node Kafka broker (KRaft), for the quick start's in-cluster broker and the tests
+# (manifests/quickstart/kafka.yaml runs it): 44 MB of jars, so that no other image is needed
+# where no registry serves one. Production brokers are the platform's own.
+COPY jars/kafka/libs/*.jar /opt/kafka/libs/
+COPY jars/kafka/config/log4j2.properties /opt/kafka/config/log4j2.properties
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
 
 ENV JAVA_HOME=/opt/java \
@@ -117,7 +124,7 @@ ENV JAVA_HOME=/opt/java \
 RUN chmod 0755 /opt/streamq/bin/entrypoint \
  && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
-      /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar \
+      /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar /opt/kafka/libs/kafka_2.13-*.jar \
  && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka, obstore; print("pyspark", pyspark.__version__)' \
  && java -version \
  && test -x "$SPARK_HOME/bin/spark-class"

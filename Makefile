@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PYTEST := $(VENV)/bin/pytest
 SPEC ?= examples/rate-to-console.yaml
 
-.PHONY: run test setup jars kube image unit integration e2e crd bench bench-deps bench-latency bench-recovery bench-operator bench-chaos help
+.PHONY: run test setup jars kube image quickstart unit integration e2e crd bench bench-deps bench-latency bench-recovery bench-operator bench-chaos help
 
 help:
 	@echo "make run          run SPEC (default $(SPEC)) locally: no cluster, no broker"
@@ -13,6 +13,8 @@ help:
 	@echo "make test         install everything and run every test tier"
 	@echo "make unit         the fast tier (seconds)"
 	@echo "make integration  real Spark, real Kafka, real kube-apiserver"
+	@echo "make image        the streamq image (streamq:<version>) as an archive to load or push"
+	@echo "make quickstart   on the current kubeconfig's cluster: operator, Kafka, the fraud filter, a feed"
 
 setup:
 	@hack/bootstrap.sh
@@ -31,8 +33,19 @@ jars: setup
 kube:
 	@hack/install-kube.sh
 
+# The image from a fresh clone: the jars it carries (Maven), then the build (Docker where one
+# answers, else buildah). Tagged streamq:<pyproject version>, the chart's appVersion.
 image: jars
 	@hack/build-image.sh
+	@archive="$$(hack/build-image.sh --print-archive)" && echo "image $$(hack/build-image.sh --print-ref): $$archive" && \
+	  echo "  kind:      kind load image-archive $$archive" && \
+	  echo "  a node:    ctr -n k8s.io images import $$archive" && \
+	  echo "  registry:  skopeo copy docker-archive:$$archive docker://REGISTRY/streamq:TAG (README: Pushing the image)"
+
+# README "Quick start on a cluster": operator, Kafka, topics, checkpoint claim, the fraud-filter
+# sample and a payments feed on the cluster of the current kubeconfig.
+quickstart:
+	@hack/quickstart.sh
 
 unit: setup
 	$(PYTEST) -m unit -q

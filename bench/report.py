@@ -147,7 +147,11 @@ def recovery(r: dict) -> str:
 
 
 def chaos(r: dict) -> str:
-    rows = [[f["n"], round(f["atS"] / 60, 1), f["fault"], f["runningAgainS"], f["outputGrowingS"], f["note"]] for f in r["faults"]]
+    # Minutes rounded to one decimal and seconds recorded with one: shown as text, so that the
+    # table's float format (two decimals under 10) does not add a digit nobody measured.
+    one = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    rows = [[f["n"], one(f["atS"] / 60), f["fault"], one(f["runningAgainS"]), one(f["outputGrowingS"]), f["note"]]
+            for f in r["faults"]]  # fmt: skip
     s, st = r["summary"], r["settings"]
     out = table(["fault #", "at min", "fault", "Running again after s", "output growing after s", "note"], rows)
     return out + (f"\n\n{len(r['faults'])} faults in {st['minutes']:g} min ({r['provider']} provider, seed {st['seed']}"

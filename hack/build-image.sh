@@ -16,8 +16,9 @@
 #   ctr -n k8s.io images import "$(hack/build-image.sh --print-archive)"
 #   kind load image-archive "$(hack/build-image.sh --print-archive)"
 #
-# Usage: hack/build-image.sh [--print-archive | --check | --force | --prune]
+# Usage: hack/build-image.sh [--print-archive | --print-ref | --check | --force | --prune]
 #   --print-archive  print the archive path and exit (builds nothing)
+#   --print-ref      print the image's name:tag (what the chart expects by default) and exit
 #   --check          exit 0 if the archive exists and is up to date with the
 #                    inputs, 1 otherwise (builds nothing)
 #   --force          build even if the archive is up to date
@@ -32,7 +33,7 @@
 #            (installed with apt-get when missing).
 #
 # Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, app/,
-# controller/ (sources, not caches), the Kafka connector and S3A jars, the base image,
+# controller/ (sources, not caches), the Kafka connector, S3A and broker jars, the base image,
 # the builder, the tag and the format.
 #
 # Environment:
@@ -54,6 +55,10 @@ CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}"
 IMAGES="$CACHE/images"
 JARS="$CACHE/jars/spark-kafka"
 S3A_JARS="$CACHE/jars/s3a"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
+# The Kafka broker's jars (the quick start's in-cluster broker runs the image as `kafka`): the version
+# hack/install-jars.sh installs, read from the same POM.
+KAFKA_VERSION="${KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/hack/maven/kafka-broker/pom.xml" | head -n1)}"
+KAFKA_DIR="$CACHE/kafka/$KAFKA_VERSION"
 
 NAME="${STREAMQ_IMAGE_NAME:-streamq}"
 VERSION="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
@@ -78,6 +83,7 @@ MODE=build
 case "${1:-}" in
   "") ;;
   --print-archive) echo "$ARCHIVE"; exit 0 ;;
+  --print-ref) echo "$REF"; exit 0 ;;
   --check) MODE=check ;;
   --force) MODE=force ;;
   --prune)
@@ -111,11 +117,13 @@ stage_context() { # stage_context <dir>
   for p in "${SOURCES[@]}"; do
     [[ -e "$ROOT/$p" ]] || die "$p missing in $ROOT"
   done
-  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a"
+  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a" "$ctx/jars/kafka/libs" "$ctx/jars/kafka/config"
   tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' --exclude='docker/*.md' \
     -cf - "${SOURCES[@]}" | tar -C "$ctx" -xf -
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
   cp -p "$S3A_JARS"/*.jar "$ctx/jars/s3a/"
+  cp -p "$KAFKA_DIR"/libs/*.jar "$ctx/jars/kafka/libs/"
+  cp -p "$KAFKA_DIR"/config/log4j2.properties "$ctx/jars/kafka/config/"
 }
 
 context_manifest() { # context_manifest <dir>: one line per file: path, executable bit, sha256
@@ -125,13 +133,15 @@ context_manifest() { # context_manifest <dir>: one line per file: path, executab
 
 ensure_jars() {
   if ! compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || [[ ! -f "$JARS/.complete" ]] ||
-     ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]]; then
-    [[ "$MODE" != check ]] || { log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS"; exit 1; }
-    log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS: running hack/install-jars.sh"
+     ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]] ||
+     [[ ! -f "$KAFKA_DIR/.complete" ]]; then
+    [[ "$MODE" != check ]] || { log "Kafka connector, S3A or broker jars missing in $JARS, $S3A_JARS, $KAFKA_DIR"; exit 1; }
+    log "Kafka connector, S3A or broker jars missing in $JARS, $S3A_JARS, $KAFKA_DIR: running hack/install-jars.sh"
     "$ROOT/hack/install-jars.sh"
   fi
   compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || die "no connector jars in $JARS after hack/install-jars.sh"
   compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || die "no hadoop-aws jar in $S3A_JARS after hack/install-jars.sh"
+  compgen -G "$KAFKA_DIR/libs/kafka_2.13-*.jar" >/dev/null || die "no Kafka broker in $KAFKA_DIR after hack/install-jars.sh"
 }
 
 # A fresh Debian machine has neither: install them (root only), as the rest of

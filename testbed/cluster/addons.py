@@ -87,13 +87,14 @@ def deploy_kafka(cluster: Cluster) -> str:
     return bootstrap
 
 
-def install_operator(cluster: Cluster) -> None:
-    """`helm install` of charts/streamq: the image streamq:<version>, IfNotPresent."""
+def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
+    """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py):
+    the image streamq:<version>, IfNotPresent."""
     image = streamq_image_ref()
     repository, tag = image.rsplit(":", 1)
     t0 = time.monotonic()
     cluster.helm(
-        "upgrade", "--install", RELEASE, str(REPO_ROOT / "charts" / "streamq"),
+        "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"),
         "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",

@@ -361,11 +361,14 @@ def test_notes_tell_how_to_load_the_image_and_apply_a_first_query(helm, tmp_path
     assert doc["spec"] == yaml.safe_load(sample.read_text())["spec"], "NOTES' first query drifted from examples/rate-to-console.yaml"
     assert "kubectl wait sq/rate-to-console --for=condition=Ready" in notes
     assert "kubectl apply -n streamq-system" in notes and "the namespaces streamq-system" in notes
+    assert "StreamingQueries go in streamq-system; one in any other namespace is not reconciled." in notes
 
-    namespaced = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a"]}})
-    assert "kubectl apply -n team-a" in namespaced and "the namespaces team-a" in namespaced
+    namespaced = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["team-a", "team-b"]}})
+    assert "kubectl apply -n team-a" in namespaced and "the namespaces team-a, team-b" in namespaced
+    assert "StreamingQueries go in team-a or team-b;" in namespaced
     everywhere = render_notes(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}})
     assert "kubectl apply -n default" in everywhere and "every namespace" in everywhere
+    assert "not reconciled" not in everywhere
 
 
 # ---------------------------------------------------------------- values.schema.json

@@ -16,7 +16,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_the_kubectl_get_sample_has_the_crds_default_columns():
-    header = re.search(r"\$ kubectl get sq\n(.+)\n", README)[1].split()
+    header = re.search(r"\$ kubectl (?:-n \S+ )?get sq\n(.+)\n", README)[1].split()
     default = [c["name"].upper() for c in PRINTER_COLUMNS if not c.get("priority")]
     assert header == ["NAME", *default]
 

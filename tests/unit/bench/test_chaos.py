@@ -80,8 +80,8 @@ def test_the_report_renders_a_row_per_fault_and_the_totals():
          "summary": chaos.summarize(3, 0, payments(3), flagged(payments(3)))}  # fmt: skip
     text = report.RENDER["chaos"](r)
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines()[2:4]]
-    assert cells == [["1", "2.50", "driver-pod-deleted", "41.5", "44.0", ""],
-                     ["2", "5.50", "broker-pod-deleted", "-", "-", "timed out: Running and output"]]  # fmt: skip
+    assert cells == [["1", "2.5", "driver-pod-deleted", "41.5", "44.0", ""],
+                     ["2", "5.5", "broker-pod-deleted", "-", "-", "timed out: Running and output"]]  # fmt: skip
     assert "2 faults in 30 min (local provider, seed 7, standby) at 30 payments/s" in text and "**lost 0**" in text
 
 

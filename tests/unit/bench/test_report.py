@@ -72,3 +72,16 @@ def test_repoint_moves_a_block_that_names_its_file_on_purpose(tmp_path, monkeypa
     assert report.write_page(page, latest=True) == [old]
     assert report.write_page(page, repoint=[old]) == [new]
     assert page.read_text() == f"<!-- bench.report {new} -->\nafter the warm-up\n\n<!-- /bench.report -->\n"
+
+
+def test_the_chaos_table_shows_no_digit_the_results_file_lacks():
+    import json
+
+    from bench.common import ROOT
+    from bench.report import chaos
+
+    run = json.loads((ROOT / "bench/results/chaos-20261125T043505Z.json").read_text())
+    rows = [line.split("|")[1:-1] for line in chaos(run).splitlines()[2:] if line.startswith("|")]
+    by_fault = {int(r[0]): [c.strip() for c in r] for r in rows}
+    # atS 171.6 -> 2.86 min, rounded to 2.9 (not "2.90"); 0.7 s recorded, shown 0.7 (not "0.70")
+    assert by_fault[1][1] == "2.9" and by_fault[2][3] == "0.7" and by_fault[4][1] == "12.0"

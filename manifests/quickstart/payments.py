@@ -1,0 +1,76 @@
+"""The quick start's payments, run in the streamq image (hack/quickstart.sh mounts this file
+from the ConfigMap quickstart-payments):
+
+    python payments.py topics            create "payments" (2 partitions) and "payments-flagged"
+    python payments.py feed [--rate N]   payments into "payments" until stopped
+    python payments.py watch             each flagged payment as it arrives, with its latency
+
+The feed and the reader are streamq's own (`streamq dev`, app.dev): the same payments, the
+same lines. Two partitions: the sample's 4 task slots must exceed them (continuous mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from devtools.loop import Screen, feed, read_flagged
+
+SOURCE, SINK = "payments", "payments-flagged"
+PARTITIONS = {SOURCE: 2, SINK: 1}
+
+
+def topics(bootstrap: str, timeout: float = 120) -> int:
+    """Create the topics that are missing; wait until the broker has both."""
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            have = set(admin.list_topics(timeout=5).topics)
+            missing = [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in PARTITIONS.items() if t not in have]
+            for topic, done in admin.create_topics(missing).items() if missing else ():
+                try:
+                    done.result(10)
+                except Exception as e:  # noqa: BLE001 - created meanwhile by another run: fine
+                    if "TOPIC_ALREADY_EXISTS" not in str(e):
+                        raise
+            if set(PARTITIONS) <= set(admin.list_topics(timeout=5).topics):
+                print(f"topics: {', '.join(f'{t} ({n} partitions)' for t, n in PARTITIONS.items())}", flush=True)
+                return 0
+        except Exception as e:  # noqa: BLE001 - the broker may still be starting: retry until the deadline
+            if time.monotonic() > deadline:
+                print(f"topics: the broker at {bootstrap} did not answer: {e}", file=sys.stderr)
+                return 1
+        time.sleep(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="payments.py")
+    parser.add_argument("command", choices=["topics", "feed", "watch"])
+    parser.add_argument("--rate", type=float, default=20.0, help="payments per second (feed)")
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "kafka:9092"))
+    args = parser.parse_args(argv)
+    if args.command == "topics":
+        return topics(args.bootstrap)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.command == "feed":
+        if topics(args.bootstrap):
+            return 1
+        print(f"feeding {args.rate:g} payments/s into {SOURCE} at {args.bootstrap}", flush=True)
+        feed(args.bootstrap, SOURCE, args.rate, stop)
+    else:
+        read_flagged(args.bootstrap, SINK, "continuous", Screen(), stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
