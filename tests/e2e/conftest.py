@@ -101,7 +101,7 @@ def kafka(cluster) -> Iterator[Kafka]:
 @pytest.fixture(scope="package")
 def object_store(cluster):
     """On demand, not in the cluster's setup: only the s3a:// scenarios pay for its start."""
-    from tests.e2e.cluster.addons import deploy_seaweedfs
+    from tests.e2e.cluster.seaweedfs import deploy_seaweedfs
     from tests.support.seaweedfs import WeedMissing
 
     t0 = time.monotonic()

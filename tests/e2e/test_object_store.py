@@ -29,7 +29,8 @@ import pytest
 
 from app.checkpoint import S3Files, S3Options, configure_s3, read_checkpoint
 from app.contract.checkpoint import CheckpointState
-from tests.e2e.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, ObjectStore
+from tests.e2e.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE
+from tests.e2e.cluster.seaweedfs import ObjectStore
 from tests.e2e.helpers import (E2E_QUERY, Kafka, Output, driver_log, figure, first_output_after, flagged, payments,
                                standby_waiting, wait_output)
 from tests.support.seaweedfs import REGION
