@@ -83,6 +83,10 @@ class Cluster:
         """Where the Kafka broker's jars are on the node (the broker pod mounts them)."""
         raise NotImplementedError
 
+    def node_weed_dir(self) -> str:
+        """Where SeaweedFS's static ``weed`` binary is on the node (the store's pod mounts it)."""
+        raise NotImplementedError
+
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's processes through the runtime (``containerd://<id>``)."""
         raise NotImplementedError

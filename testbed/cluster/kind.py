@@ -36,6 +36,7 @@ from testbed.kube import free_port
 from testbed.wait import wait_for
 
 NODE_KAFKA_HOME = "/streamq/kafka"
+NODE_WEED_DIR = "/streamq/weed"
 NODE_HOSTPATH_DIR = "/streamq/hostpath"
 KAFKA_NODE_PORT = 30094
 KIND_UP = REPO_ROOT / "hack" / "kind-up.sh"
@@ -47,6 +48,17 @@ STATE_DIR = CACHE / "kind" / "clusters"
 POD_SUBNET = "10.246.0.0/16"
 APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 APISERVER_PARKED = "/etc/kubernetes/kube-apiserver.yaml.stopped"  # outside the kubelet's manifest directory
+
+
+def _weed_mount() -> list[dict]:
+    """The cached weed binary's directory, for the SeaweedFS pod; none when it was never built
+    (then only the s3a:// scenarios fail, saying so: KindCluster.node_weed_dir)."""
+    from testbed.seaweedfs import WeedMissing, weed_binary
+
+    try:
+        return [{"hostPath": str(weed_binary().parent), "containerPath": NODE_WEED_DIR, "readOnly": True}]
+    except WeedMissing:
+        return []
 
 
 def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
@@ -67,6 +79,7 @@ def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
             "extraMounts": [
                 {"hostPath": str(kafka_home_dir), "containerPath": NODE_KAFKA_HOME, "readOnly": True},
                 {"hostPath": str(KUBEADM_PATCHES), "containerPath": NODE_KUBEADM_PATCHES, "readOnly": True},
+                *_weed_mount(),
             ],
             "extraPortMappings": [{"containerPort": KAFKA_NODE_PORT, "hostPort": kafka_host_port,
                                    "listenAddress": "127.0.0.1", "protocol": "TCP"}],
@@ -240,6 +253,13 @@ class KindCluster(Cluster):
 
     def node_kafka_home(self) -> str:
         return NODE_KAFKA_HOME
+
+    def node_weed_dir(self) -> str:
+        from testbed.seaweedfs import INSTALL_HINT, WeedMissing
+
+        if self.docker("exec", self.node, "test", "-x", f"{NODE_WEED_DIR}/weed", check=False).returncode != 0:
+            raise WeedMissing(f"no weed binary in the kind node (mounted at its creation): {INSTALL_HINT}, then recreate the cluster")
+        return NODE_WEED_DIR
 
     def kill_container(self, container_id: str) -> None:
         cid = container_id.split("://", 1)[-1]

@@ -518,6 +518,11 @@ oom_score = 0
     def node_kafka_home(self) -> str:
         return str(kafka_home())
 
+    def node_weed_dir(self) -> str:
+        from testbed.seaweedfs import weed_binary
+
+        return str(weed_binary().parent)
+
     def kill_container(self, container_id: str) -> None:
         cid = container_id.split("://", 1)[-1]
         self.ctr("tasks", "kill", "--signal", "SIGKILL", "--all", cid)

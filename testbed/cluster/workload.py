@@ -24,7 +24,7 @@ FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
 LOG_DIR = Path(os.environ.get("STREAMQ_E2E_LOG_DIR") or f"/tmp/streamq-e2e-logs/{time.strftime('%Y%m%d-%H%M%S')}")
 
 __all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure",
-           "kafka_pod", "reconnect_kafka", "condition", "DriverWatch"]
+           "kafka_pod", "reconnect_kafka", "condition", "DriverWatch", "driver_log", "standby_waiting", "first_output_after"]
 
 
 def figure(test: str, line: str) -> None:
@@ -207,6 +207,33 @@ def reconnect_kafka(cluster, kafka: Kafka, replaced: str | None = None, timeout:
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     """The condition ``kind`` of a status ({} when it has none)."""
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def driver_log(sq: "Queries", pod: str) -> str:
+    return sq.kubectl("logs", pod, "-c", "driver", check=False, timeout=30).stdout
+
+
+def standby_waiting(sq: "Queries", name: str) -> str:
+    """The standby driver pod of a query once it logs that it waits for the Lease."""
+
+    def waiting() -> str | None:
+        standby = sq.status(name).get("standby")
+        if standby and "standing by: lease" in driver_log(sq, standby):
+            return standby
+        return None
+
+    return wait_for(waiting, 420, f"the standby of {name} waiting for the lease", interval=2, ignore=(Exception,))
+
+
+def first_output_after(kafka: Kafka, sink: str, before: set, timeout: float) -> float:
+    """Seconds until a record not in ``before`` arrives on the sink."""
+    t0 = time.monotonic()
+
+    def new() -> bool:
+        return bool(set(kafka.read_all(sink, quiet=0.3, timeout=10)) - before)
+
+    wait_for(new, timeout, "a record written after the kill", interval=0.2)
+    return time.monotonic() - t0
 
 
 class DriverWatch:

@@ -6,6 +6,8 @@ when tests fail (or the run is interrupted by ^C or SIGTERM).
              with its Helm chart
 ``kafka``    a client for that broker from this machine (:class:`testbed.cluster.workload.Kafka`)
 ``sq``       helpers for StreamingQueries in streamq-e2e (:class:`testbed.cluster.workload.Queries`)
+``object_store``  SeaweedFS in streamq-e2e with a bucket and the Secret streamq-s3
+             (:class:`testbed.cluster.addons.ObjectStore`), deployed by the first test that asks
 
 STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP (what ``hack/e2e-cluster.sh up``
 prints) run the tests on a cluster that is already up, and leave it up.
@@ -94,6 +96,22 @@ def cluster():
 def kafka(cluster) -> Iterator[Kafka]:
     client = Kafka(cluster.kafka_bootstrap)
     yield client
+
+
+@pytest.fixture(scope="package")
+def object_store(cluster):
+    """On demand, not in the cluster's setup: only the s3a:// scenarios pay for its start."""
+    from testbed.cluster.seaweedfs import deploy_seaweedfs
+    from testbed.seaweedfs import WeedMissing
+
+    t0 = time.monotonic()
+    try:
+        store = deploy_seaweedfs(cluster)
+    except WeedMissing as exc:
+        _unavailable(str(exc))
+    FIGURES.append(("session", f"SeaweedFS pod Ready with its bucket in {time.monotonic() - t0:.0f}s"))
+    yield store
+    store.stop()
 
 
 def _queries(cluster, test: str, namespace: str) -> Iterator[Queries]:

@@ -10,37 +10,12 @@ import time
 
 import pytest
 
-from testbed.cluster.workload import figure, flagged, fraud_spec, payments, wait_output
+from testbed.cluster.workload import driver_log, figure, first_output_after, flagged, fraud_spec, payments, standby_waiting, wait_output
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 RATE = 30  # payments per second while the driver dies: 10 flagged per second
-
-
-def _logs(sq, pod: str) -> str:
-    return sq.kubectl("logs", pod, "-c", "driver", check=False, timeout=30).stdout
-
-
-def _standby_waiting(sq, name: str) -> str:
-    def waiting() -> str | None:
-        standby = sq.status(name).get("standby")
-        if standby and "standing by: lease" in _logs(sq, standby):
-            return standby
-        return None
-
-    return wait_for(waiting, 420, f"the standby of {name} waiting for the lease", interval=2, ignore=(Exception,))
-
-
-def _first_output_after(kafka, sink: str, before: set, timeout: float) -> float:
-    """Seconds until a record not in ``before`` arrives on the sink."""
-    t0 = time.monotonic()
-
-    def new() -> bool:
-        return bool(set(kafka.read_all(sink, quiet=0.3, timeout=10)) - before)
-
-    wait_for(new, timeout, "a record written after the kill", interval=0.2)
-    return time.monotonic() - t0
 
 
 def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
@@ -72,7 +47,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     first = payments(90)
     kafka.produce(source, first)
     wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
-    standby = _standby_waiting(sq, name)
+    standby = standby_waiting(sq, name)
     active = sq.driver_pod(name)
     assert active["metadata"]["name"] != standby
     _spread_and_budgeted(sq, name, active, standby)
@@ -89,13 +64,13 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     # Nothing new is written once the driver is gone (the paced producer keeps going), so the first
     # record that is not in `written` (read after the kill) comes from the standby.
     killed = time.monotonic()
-    back_after = _first_output_after(kafka, sink, written | set(kafka.read_all(sink, quiet=0.2)), 120)
+    back_after = first_output_after(kafka, sink, written | set(kafka.read_all(sink, quiet=0.2)), 120)
     taken = wait_for(lambda: (s := sq.status(name)).get("driver") == standby and s, 60, "status naming the standby the driver")
     producer.join(120)
     last = payments(60, start=90 + len(during))
     kafka.produce(source, last)
     out = wait_output(kafka, sink, flagged(first + during + last), 300, lambda: sq.describe(name))
-    log = _logs(sq, standby)
+    log = driver_log(sq, standby)
     figure(test, f"{len(first) + len(during) + len(last)} payments in, {out.summary()}; standby {standby} wrote its first "
                  f"record {back_after:.1f}s after the {'deletion' if how == 'pod deleted' else 'kill'} "
                  f"({time.monotonic() - killed:.0f}s to all records); restarts {taken.get('restarts')}")  # fmt: skip

@@ -246,7 +246,7 @@ def test_rate_to_console_sample_prints_rows_and_stops_cleanly(container):
 
 
 def test_the_job_checkpoints_to_an_s3_store_with_the_images_jars(container, s3_store, s3_bucket, tmp_path):
-    """The rate-to-console sample with an s3a:// checkpoint on SeaweedFS (tests/support/seaweedfs.py, on the
+    """The rate-to-console sample with an s3a:// checkpoint on SeaweedFS (testbed/seaweedfs.py, on the
     host's loopback: the container shares its network), the Secret as files: the image's S3A jars write
     the checkpoint, its obstore reads it (the checkpoint gate), and no key shows in the output."""
     import yaml

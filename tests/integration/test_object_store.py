@@ -1,4 +1,4 @@
-"""An s3a:// checkpoint on a real S3-compatible store (SeaweedFS on loopback, tests/support/seaweedfs.py).
+"""An s3a:// checkpoint on a real S3-compatible store (SeaweedFS on loopback, testbed/seaweedfs.py).
 
 The job runs as the driver pod runs it (`python -m app run`), with Hadoop's S3A and the few AWS SDK
 modules hack/install-jars.sh puts beside the Kafka jars, spec.checkpoint.s3 naming the store and a
@@ -22,7 +22,7 @@ import pytest
 from app.checkpoints.reader import S3Options, configure_s3, read_checkpoint
 from app.contract import ExitCode
 from testbed.jobs import JobProcess, SteadyProducer
-from tests.support.seaweedfs import REGION
+from testbed.seaweedfs import REGION
 from testbed.specs import flagged, query_spec, write_resource
 from testbed.wait import wait_for
 

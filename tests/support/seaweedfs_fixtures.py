@@ -1,4 +1,4 @@
-"""Pytest fixtures for a real S3-compatible store (see tests/support/seaweedfs.py).
+"""Pytest fixtures for a real S3-compatible store (see testbed/seaweedfs.py).
 
 * ``s3_store`` (session): one SeaweedFS server on 127.0.0.1 for the run, with one access key pair.
 * ``s3_bucket`` (function): a new bucket on it, its name.
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.seaweedfs import SeaweedS3, WeedMissing, weed_binary
+from testbed.seaweedfs import SeaweedS3, WeedMissing, weed_binary
 
 _buckets = itertools.count()
 

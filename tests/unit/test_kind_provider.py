@@ -11,6 +11,7 @@ import pytest
 from testbed.cluster.kind import (
     KAFKA_NODE_PORT,
     NODE_KAFKA_HOME,
+    NODE_WEED_DIR,
     kafka_nodeport_service,
     kind_config,
     parse_env_lines,
@@ -33,6 +34,19 @@ def test_kind_config_mounts_the_jars_and_maps_kafka_to_loopback():
     assert node["extraPortMappings"] == [
         {"containerPort": KAFKA_NODE_PORT, "hostPort": 40123, "listenAddress": "127.0.0.1", "protocol": "TCP"}
     ]
+
+
+def test_kind_config_mounts_the_weed_binary_when_it_was_built(tmp_path, monkeypatch):
+    """The SeaweedFS pod (s3a:// scenarios) runs the cached static weed binary from the node."""
+    weed = tmp_path / "bin" / "weed"
+    weed.parent.mkdir()
+    weed.write_text("#!/bin/sh\n")
+    weed.chmod(0o755)
+    monkeypatch.setenv("STREAMQ_WEED", str(weed))
+    mounts = json.loads(kind_config("/k", 1))["nodes"][0]["extraMounts"]
+    assert {"hostPath": str(weed.parent), "containerPath": NODE_WEED_DIR, "readOnly": True} in mounts
+    monkeypatch.setenv("STREAMQ_WEED", str(tmp_path / "missing"))
+    assert NODE_WEED_DIR not in [m["containerPath"] for m in json.loads(kind_config("/k", 1))["nodes"][0]["extraMounts"]]
 
 
 def test_kind_pods_get_a_subnet_apart_from_the_local_providers():

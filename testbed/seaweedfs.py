@@ -27,7 +27,7 @@ from pathlib import Path
 
 from testbed.kube import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 INSTALL_HINT = "run hack/install-seaweedfs.sh (builds weed from the Go module proxy into the cache, ~4 min cold)"
 REGION = "us-east-1"
 
