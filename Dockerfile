@@ -99,12 +99,15 @@ COPY jars/spark-kafka/*.jar /opt/streamq/jars/spark-kafka/
 # s3a:// checkpoints: hadoop-aws (the Hadoop release of pyspark's jars) and the AWS SDK v2
 # modules S3A loads, not the SDK's 686 MB bundle (hack/maven/s3a/pom.xml).
 COPY jars/s3a/*.jar /opt/streamq/jars/s3a/
+# The driver's write fence (jvm/fence): its Kafka records stop at its Lease deadline.
+COPY jars/fence/*.jar /opt/streamq/jars/fence/
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
 
 ENV JAVA_HOME=/opt/java \
     SPARK_HOME=/opt/streamq/spark \
     STREAMQ_JARS_DIR=/opt/streamq/jars/spark-kafka \
     STREAMQ_S3A_JARS_DIR=/opt/streamq/jars/s3a \
+    STREAMQ_FENCE_JARS_DIR=/opt/streamq/jars/fence \
     PYSPARK_PYTHON=/opt/streamq/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/streamq/venv/bin/python \
     PATH=/opt/streamq/venv/bin:/opt/java/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -117,7 +120,7 @@ ENV JAVA_HOME=/opt/java \
 RUN chmod 0755 /opt/streamq/bin/entrypoint \
  && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
-      /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar \
+      /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar /opt/streamq/jars/fence/streamq-fence.jar \
  && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka, obstore; print("pyspark", pyspark.__version__)' \
  && java -version \
  && test -x "$SPARK_HOME/bin/spark-class"

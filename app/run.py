@@ -20,6 +20,7 @@ from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, 
 from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
+from app.fence import WriteFence, fenced
 from app.lease import DriverLease
 from app.warmup import running_tasks, warm_up
 from app.pipeline.credentials import s3_credentials
@@ -217,7 +218,11 @@ def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, s
     fence = None
     if lease is not None:
         fence = lease.lost
-        lease.keep(on_lost=lambda reason: None, code=ExitCode.LEASE_LOST)  # the watch loop acts on lease.lost
+        writes = WriteFence.in_session(spark)  # the records themselves stop at the Lease deadline (app.fence)
+        if writes is not None:
+            spec = fenced(spec)
+        lease.keep(on_lost=lambda reason: writes and writes.shut(), code=ExitCode.LEASE_LOST,  # the watch loop acts on lease.lost
+                   on_renewed=writes.extend_to if writes is not None else None)  # fmt: skip
     rates = ListenerRates()
     if terminal is not None:
         progress = ProgressSink(options.progress_file, stream=terminal, render=progress_line)

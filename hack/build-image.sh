@@ -32,7 +32,7 @@
 #            (installed with apt-get when missing).
 #
 # Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, app/,
-# controller/ (sources, not caches), the Kafka connector and S3A jars, the base image,
+# controller/ (sources, not caches), the Kafka connector, S3A and fence jars, the base image,
 # the builder, the tag and the format.
 #
 # Environment:
@@ -54,6 +54,7 @@ CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}"
 IMAGES="$CACHE/images"
 JARS="$CACHE/jars/spark-kafka"
 S3A_JARS="$CACHE/jars/s3a"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
+FENCE_JARS="$CACHE/jars/fence"  # the driver's write fence (jvm/fence)
 
 NAME="${STREAMQ_IMAGE_NAME:-streamq}"
 VERSION="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
@@ -111,11 +112,12 @@ stage_context() { # stage_context <dir>
   for p in "${SOURCES[@]}"; do
     [[ -e "$ROOT/$p" ]] || die "$p missing in $ROOT"
   done
-  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a"
+  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a" "$ctx/jars/fence"
   tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' --exclude='docker/*.md' \
     -cf - "${SOURCES[@]}" | tar -C "$ctx" -xf -
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
   cp -p "$S3A_JARS"/*.jar "$ctx/jars/s3a/"
+  cp -p "$FENCE_JARS"/*.jar "$ctx/jars/fence/"
 }
 
 context_manifest() { # context_manifest <dir>: one line per file: path, executable bit, sha256
@@ -125,7 +127,8 @@ context_manifest() { # context_manifest <dir>: one line per file: path, executab
 
 ensure_jars() {
   if ! compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || [[ ! -f "$JARS/.complete" ]] ||
-     ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]]; then
+     ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]] ||
+     [[ ! -f "$FENCE_JARS/streamq-fence.jar" ]]; then
     [[ "$MODE" != check ]] || { log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS"; exit 1; }
     log "Kafka connector or S3A jars missing in $JARS, $S3A_JARS: running hack/install-jars.sh"
     "$ROOT/hack/install-jars.sh"

@@ -17,6 +17,7 @@ from tests.support.jobs import JobProcess, SteadyProducer
 from tests.support.kube import write_kubeconfig
 from tests.support.proxy import CuttableProxy
 from tests.support.specs import flagged, query_spec, write_resource
+from tests.support.writers import written, written_after
 from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -125,6 +126,46 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
     finally:
         producer.stop()
         proxy.close()
+        active.stop()
+        if standby is not None:
+            standby.stop()
+
+
+def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+    """A paused node, in one process group: SIGSTOP freezes the active driver (Python and its JVM)
+    mid-stream; the standby takes over once the Lease has expired; SIGCONT wakes every thread of
+    the old driver at once, its writing tasks among them. The write fence (app/fence.py) refuses
+    their records: none of the old driver's records was handed to its producer after the freeze."""
+    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
+    standby = None
+    try:
+        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        before = written(kafka_broker.bootstrap, sink)
+        assert before and {r.writer for r in before} == {"standby-driver-1"}, {r.writer for r in before}
+        active.freeze()
+        frozen_at = time.time()
+        wait_for(lambda: any(r.writer == "standby-driver-2" for r in written(kafka_broker.bootstrap, sink)), 120,
+                 lambda: "output of the standby\n" + standby.log()[-3000:])  # fmt: skip
+        took_over = time.time() - frozen_at
+        time.sleep(3)  # the standby writes on while the old driver is woken up
+        active.thaw()
+        code = active.wait(60)  # fenced: it stops by itself
+        time.sleep(3)  # anything its producer still held has been sent by now
+        producer.stop()
+        records = written(kafka_broker.bootstrap, sink)
+        late = written_after(records, "standby-driver-1", frozen_at + 0.5)
+        print(f"frozen driver: standby's first output {took_over:.1f}s after the freeze; the old one exited {code} "
+              f"after waking up; {len(late)} of its records created after the freeze")  # fmt: skip
+        assert late == [], f"the frozen driver wrote {len(late)} records after waking up, e.g. {late[:3]}"
+        assert code != 0, active.log()[-3000:]
+        _check_output(kafka_broker, sink, producer, "frozen active driver")
+    finally:
+        producer.stop()
+        active.thaw() if active.proc.poll() is None else None
         active.stop()
         if standby is not None:
             standby.stop()
