@@ -16,12 +16,14 @@ from pydantic import Field
 
 from app.contract.environment import EnvSettings
 from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
-from app.contract import PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from app.contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
 from app.contract.failpoints import Failpoint
 from app.failures import classify, one_line
 from app.inplace import InPlaceRestarts
 from app.fence import WriteFence, fenced
 from app.lease import DriverLease
+from app.bluegreen import blue_committed
+from app.ready import mark_ready
 from app.warmup import running_tasks, warm_up
 from app.pipeline.credentials import s3_credentials
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
@@ -174,6 +176,7 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         stop.install()
         if not lease.could_take():  # a standby (the Lease is held): its head start, until the Lease frees
             log.info("standby: %s", warm_up(spark, spec, doc.name, lambda: stop.event.is_set() or lease.could_take()).describe())
+            mark_ready("warm, waiting on the lease")  # a warm upgrade stops the running driver now
         waiting = lambda record, left: log.info("standing by: lease %s is held by %s (expires in %.0fs unless renewed)",  # noqa: E731
                                                 lease.name, record.holder, left)  # fmt: skip
         if not lease.acquire(stop.event, on_wait=waiting):
@@ -185,6 +188,9 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         return finish(ExitCode.INVALID_SPEC, refused, options)
     resume = (ResumeFrom(options.starting_offsets) if options.starting_offsets
               else ResumeFrom.from_annotation(doc.annotations.get(RESUME_ANNOTATION)))  # fmt: skip
+    blue = doc.annotations.get(HANDOVER_ANNOTATION)
+    if blue and not state.has_commits:  # a blue/green upgrade's green, first start: where blue stopped
+        resume = blue_committed(blue) or resume
     plan = plan_start(state, resume, partitions)
     if plan.note:
         log.warning("%s", plan.note) if plan.recovered else log.info("%s", plan.note)
@@ -255,8 +261,10 @@ def _run_query(doc: QueryDocument, spec: QuerySpec, options: RunOptions, plan, s
         stopped_cleanly = False
     if stopped_cleanly:
         # The query first, then Spark: stopping the SparkContext under a running query is
-        # what makes Spark log "terminated with error" and its stack traces.
-        _stop_spark(spark, seconds=15)
+        # what makes Spark log "terminated with error" and its stack traces. The Lease goes
+        # as soon as no task runs (nothing can write any more), not after Spark's own stop:
+        # the driver of a warm upgrade waits on it.
+        _stop_spark(spark, seconds=15, tasks_ended=lambda: _release(lease))
     summary = committed_summary(read_checkpoint_quietly(spec.checkpoint.location), spec.mode)
     return finish(ExitCode.OK, f"{stop.signal_name} received; {summary}", options)
 
@@ -283,6 +291,7 @@ class _Attempt:
         except Exception as exc:  # Spark's analyser speaks through several exception types
             return classify(exc), one_line(str(exc))
         log.info("query %s started in %s mode (id %s, checkpoint %s)", name, spec.mode, self.query.id, spec.checkpoint.location)
+        mark_ready("query started")
         starting = starting_offsets or (spec.source.kafka.starting_offsets if spec.source.kafka else "latest")
         self.watch = Watch(spec, name, slots=self.slots, partitions=self.partitions, starting_offsets=starting,
                            started_at=time.monotonic(), report_every_s=self.options.report_every_s, recovered=recovered,
@@ -334,15 +343,16 @@ def read_checkpoint_quietly(location: str) -> CheckpointState:
         return CheckpointState(location=location, exists=False)
 
 
-def _stop_spark(spark, seconds: float) -> None:
+def _stop_spark(spark, seconds: float, tasks_ended=lambda: None) -> None:
     # A stopped continuous query's tasks are killed asynchronously; a SparkContext stopped
     # before they report back logs "Exception in statusUpdate" with a stack trace.
     deadline = time.monotonic() + seconds
     try:
         while running_tasks(spark) and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
     except Exception as exc:  # the JVM went first (it shares a signal): nothing to wait for
         log.debug("could not count running tasks: %s", exc)
+    tasks_ended()
     def stop_quietly() -> None:
         try:
             spark.stop()

@@ -25,6 +25,14 @@ not in this figure; the e2e standby scenario includes it); ``expire`` lets it ex
 (a lost node). The next standby is started, and waits, before the next kill.
 ``--in-place`` fails the running query through the test failpoint ``fail-on-sigusr2``
 instead of killing anything: the same driver restarts it from the checkpoint.
+
+``--upgrade`` kills nothing: it stops the driver the way the operator stops it for a spec
+change (SIGTERM: the query stops, the job exits). ``warm`` first starts the next driver
+beside it, as a warm upgrade does (controller.decide.upgrade: Lease, warm-up, waiting), and
+sends SIGTERM once it waits on the Lease; the stopped driver releases the Lease itself and
+the next takes over. ``restart`` waits for the stopped driver to exit, then starts the next
+cold (upgrade.strategy restart). Per cycle also the largest gap between output records
+around the stop. The next driver runs the same spec: what is measured is the hand-over.
 """
 
 from __future__ import annotations
@@ -43,16 +51,26 @@ from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, no
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
 
 QUERY_STARTED = " started in "  # the job's log line once query.start() returned
+LEASE_TAKEN = "holding lease"  # app.lease: the next driver got the Lease
 
 
 def first_output_after(received_path: Path, t_ns: int, timeout: float, job, marks: dict) -> int | None:
     """recvNs of the first record Spark's producer wrote at or after t_ns (Kafka timestamp, ms).
-    Also notes in ``marks`` when the job's log first said the query started (50 ms resolution)."""
+    Also notes in ``marks`` when the job's log first said the query started (50 ms resolution).
+    ``marks["holdingLease"]``: the stopped driver may still write after t_ns, so only records
+    sent once the next driver holds the Lease (it logs so; the stopped one has released it) count."""
     deadline = time.monotonic() + timeout
     t_ms = t_ns // 1_000_000
     in_place = "startsBefore" in marks
     starts = marks.pop("startsBefore", 0)  # a driver restarting in place logs one more start
+    after_lease = marks.pop("holdingLease", False)
     while time.monotonic() < deadline:
+        if after_lease and "leaseTakenNs" not in marks:
+            if LEASE_TAKEN not in job.log():
+                time.sleep(0.05)
+                continue
+            marks["leaseTakenNs"] = time.time_ns()
+            t_ms = max(t_ms, marks["leaseTakenNs"] // 1_000_000 - 50)  # the log line is read up to 50 ms late
         if "queryStartedNs" not in marks and job.log().count(QUERY_STARTED) > starts:
             marks["queryStartedNs"] = time.time_ns()
         if in_place:  # the failed run keeps writing until it stops: only the new run's records count
@@ -93,8 +111,9 @@ class Drivers:
         self.apiserver = None
         self.env: dict[str, str] | None = None
         self.standby = None
+        self.stopping = None  # --upgrade warm: the driver that was sent SIGTERM, until it has exited
         self.count = 1
-        if args.standby != "none":
+        if args.standby != "none" or args.upgrade == "warm":
             from tests.support.kube import KubeApiServer
 
             self.apiserver = KubeApiServer().start()
@@ -124,6 +143,15 @@ class Drivers:
         if self.args.in_place:
             mode_run.job.signal(signal.SIGUSR2)
             return
+        if self.args.upgrade != "none":  # the operator's delete: SIGTERM, a clean stop
+            mode_run.job.signal(signal.SIGTERM)
+            if self.args.upgrade == "warm":  # it releases the Lease itself; the warm one takes over
+                self.stopping, mode_run.job, self.standby = mode_run.job, self.standby, None
+                return
+            mode_run.job.wait(120)
+            mode_run.job.stop()
+            mode_run.job = JobProcess(spec_path, mode_run.workdir)
+            return
         holder = f"bench-driver-{self.count - 1}" if self.standby is not None else None
         mode_run.job.kill_all()
         mode_run.job.wait(30)
@@ -138,7 +166,18 @@ class Drivers:
                 Kube(api).release_lease("bench", "bench-driver", holder)
         mode_run.job, self.standby = self.standby, None
 
+    def reap(self) -> None:
+        """The driver stopped for a warm upgrade has exited (it stops Spark after the hand-over)."""
+        if self.stopping is not None:
+            code = self.stopping.wait(120)
+            self.stopping.stop()
+            self.stopping = None
+            if code != 0:
+                raise RuntimeError(f"the stopped driver exited with {code}")
+
     def close(self) -> None:
+        if self.stopping is not None:
+            self.stopping.stop()
         if self.standby is not None:
             self.standby.stop()
         if self.apiserver is not None:
@@ -170,6 +209,18 @@ def count_output(received_path: Path, last_seq: int, drain_timeout: float):
         "lostSample": lost[:20],
         "filteredButArrived": len(sorted(s for s in got if not passes(s))),
     }
+
+
+def largest_gap(data, row: dict, margin_s: float = 5.0) -> float | None:
+    """The longest time without an output record arriving, from margin_s before the kill (or stop) to
+    margin_s after the first output that followed it: what a reader of the sink saw of it."""
+    if row.get("killToFirstOutputS") is None:
+        return None
+    start = row["tKillNs"] - margin_s * 1e9
+    end = row["tKillNs"] + (row["killToFirstOutputS"] + margin_s) * 1e9
+    recv = sorted(r for r in data[:, 2].tolist() if start <= r <= end)
+    times = [start, *recv, end]
+    return round(max(b - a for a, b in zip(times, times[1:])) / 1e9, 2)
 
 
 def _spread(values) -> dict[str, float]:
@@ -208,11 +259,12 @@ def run(args) -> dict[str, Any]:
         log(f"{args.mode} query running, producing {args.rate:,}/s")
         for kill in range(1, args.kills + 1):
             caught_up = wait_caught_up(mode_run.received_path, args.catch_up_timeout, args.caught_up_lag)
-            if args.standby != "none":
+            if args.standby != "none" or args.upgrade == "warm":
                 drivers.start_standby(spec_path)
             time.sleep(args.steady)
             state = read_checkpoint(str(checkpoint))
-            marks: dict = {"startsBefore": mode_run.job.log().count(QUERY_STARTED) if args.in_place else 0}
+            marks: dict = {"startsBefore": mode_run.job.log().count(QUERY_STARTED) if args.in_place else 0,
+                           "holdingLease": args.upgrade == "warm"}  # fmt: skip
             t_kill = time.time_ns()
             drivers.fail(mode_run, spec_path)
             t_restart = time.time_ns()
@@ -227,6 +279,7 @@ def run(args) -> dict[str, Any]:
                 "killToFirstOutputS": round((first - t_kill) / 1e9, 2) if first else None,
                 "tKillNs": t_kill, "tRestartNs": t_restart,
             }  # fmt: skip
+            drivers.reap()
             results["kills"].append(row)
             log(f"kill {kill}: restart -> first output {row['restartToFirstOutputS']} s "
                 f"(kill -> first output {row['killToFirstOutputS']} s), last committed epoch/batch at kill {state.last_committed}")  # fmt: skip
@@ -248,11 +301,13 @@ def run(args) -> dict[str, Any]:
             seen.add(seq)
         for row, dups in zip(results["kills"], per_kill):
             row["duplicates"] = dups
+            row["largestGapS"] = largest_gap(data, row)
         recovery = sorted(k["restartToFirstOutputS"] for k in results["kills"])
         results["summary"] = {
             **counted,
             "restartToFirstOutputS": {"min": recovery[0], "p50": percentile(recovery, 50), "max": recovery[-1]},
             "killToFirstOutputS": _spread(k["killToFirstOutputS"] for k in results["kills"]),
+            "largestGapS": _spread(k["largestGapS"] for k in results["kills"]),
         }
         ok = True
     finally:
@@ -291,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--standby", choices=["none", "release", "expire"], default="none",
                         help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire")
     parser.add_argument("--in-place", action="store_true", help="fail the query (failpoint) instead of killing the driver")
+    parser.add_argument("--upgrade", choices=["none", "warm", "restart"], default="none",
+                        help="stop the driver as a spec change does (SIGTERM): after a warm next driver waits on the Lease, or then start it cold")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the jobs' logs and checkpoints")
     args = parser.parse_args(argv)
@@ -298,16 +355,17 @@ def main(argv: list[str] | None = None) -> int:
         args.caught_up_lag = 5.0 if args.mode == "microBatch" else 1.0
     results = run(args)
     rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToQueryStartedS"], k["restartToFirstOutputS"],
-             k["killToFirstOutputS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip
+             k["killToFirstOutputS"], k["largestGapS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip
     s = results["summary"]
     headers = ["kill", "committed at kill", "restart -> query started s", "restart -> first output s",
-               "kill -> first output s", "duplicates"]  # fmt: skip
+               "kill -> first output s", "largest gap s", "duplicates"]  # fmt: skip
     line = (f"{args.mode} at {args.rate:,} records/s: {s['recordsSent']:,} sent, {s['recordsExpected']:,} pass the filter, "
             f"{s['uniqueReceived']:,} arrived, duplicates {s['duplicates']:,}, LOST {s['lost']}")  # fmt: skip
     print_table(headers, rows)
     print(f"\n{line}", flush=True)
     results["table"] = f"{table(headers, rows)}\n\n{line}"
-    how = "-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place else ""
+    how = ("-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place
+           else "-upgrade-" + args.upgrade if args.upgrade != "none" else "")  # fmt: skip
     path = write_results(f"recovery-{args.mode}{how}", results)
     log(f"wrote {path}")
     if not args.no_plots:

@@ -188,6 +188,8 @@ PRINTER_COLUMNS = [
     {"name": "Last-Commit", "type": "date", "jsonPath": field_path("last_commit_time"), "priority": 1},
     {"name": "Slots", "type": "integer", "jsonPath": field_path("slots"), "priority": 1},
     {"name": "Driver", "type": "string", "jsonPath": ".status.driver", "priority": 1},
+    {"name": "Upgrade", "type": "string", "jsonPath": ".status.upgrade.state", "priority": 1,
+     "description": "A warm upgrade: Warming, HandingOver, or Failed (the previous spec runs on)"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]  # fmt: skip

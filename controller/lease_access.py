@@ -4,11 +4,13 @@ A driver gets an API token only when it needs one:
 
     executors                 the platform's driver account (spec.runtime.serviceAccountName
                               when the policy allows one): Spark starts executor pods with it
-    standby, no executors     ``<query>-lease``, an account made for the query that can do one
-                              thing: get and update the query's own Lease (app.lease)
+    Lease, no executors       ``<query>-lease``, an account made for the query that can do one
+                              thing: get and update the query's own Lease (app.lease); every
+                              query of the Pod backend with warm upgrades (the default), and
+                              every standby query
     neither                   no account, no token (automountServiceAccountToken: false)
 
-For a standby query the operator makes, before its driver (``objects``):
+For a query whose drivers take a Lease the operator makes, before its driver (``objects``):
 
     ServiceAccount  <query>-lease   only when the driver runs as it (standby without executors)
     Role            <query>-lease   leases get, update; resourceNames [<query>-driver]
@@ -38,7 +40,9 @@ LEASE_VERBS = ("get", "update")  # app/lease.py: read, and the conditional repla
 
 
 def needs_lease(run: Run) -> bool:
-    return bool(run.spec.runtime.standby)
+    """A standby query, or one whose changes are warm upgrades: the driver of the new spec waits
+    on the Lease beside the running one (controller.decide.upgrade)."""
+    return bool(run.spec.runtime.standby) or run.spec.warm_upgrades
 
 
 def service_account(run: Run, settings: Settings) -> str | None:

@@ -56,6 +56,7 @@ class Driver:
     standby: bool = False  # created as a standby (spec.runtime.standby); it keeps the label once it takes over
     fenced: bool = False  # a pod that runs the query only while it holds the query's Lease (standby queries)
     node_lost: bool = False  # evicted by Kubernetes because its node is lost (DisruptionTarget: DeletionByTaintManager)
+    ready: bool = False  # the pod's Ready condition: its readiness probe found the job warm or running (app.ready)
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
     message: str | None = None  # the termination message the job wrote
@@ -174,8 +175,16 @@ def node_lost(pod: dict[str, Any]) -> bool:
     return False
 
 
+def pod_ready(pod: dict[str, Any]) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
 def fenced(pod: dict[str, Any]) -> bool:
-    """The operator named the query's Lease on the pod (a standby query's driver, standby or not)."""
+    """The operator named the query's Lease on the pod (a standby query's driver, standby or not, and
+    every driver of a query with warm upgrades): it runs the query only while it holds the Lease."""
     for container in (pod.get("spec") or {}).get("containers") or []:
         if any(env.get("name") == LEASE_ENV for env in container.get("env") or []):
             return True
@@ -228,6 +237,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         finished_at=finished_at,
         fenced=fenced(pod),
         node_lost=node_lost(pod),
+        ready=pod_ready(pod),
     )
 
 

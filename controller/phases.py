@@ -10,6 +10,7 @@ class Phase(StrEnum):
     STARTING = "Starting"  # driver created, not running yet
     RUNNING = "Running"
     RESTARTING = "Restarting"  # driver gone or going; the next starts after a backoff
+    UPGRADING = "Upgrading"  # a driver of the new spec warms up beside the running one, then takes over
     SUSPENDED = "Suspended"  # spec.suspend: no driver, checkpoint kept
     FAILED = "Failed"  # out of restarts, or restartPolicy said no
     INVALID = "Invalid"  # the spec cannot run: fix the resource
@@ -58,6 +59,12 @@ class Reason(StrEnum):
     DRIVER_FORCE_DELETED = "DriverForceDeleted"
     STANDBY_CREATED = "StandbyCreated"
     STANDBY_PROMOTED = "StandbyPromoted"  # the standby driver took over from a failed one
+    UPGRADE_STARTED = "UpgradeStarted"  # a driver of the changed spec starts beside the running one (warm)
+    UPGRADE_HANDOVER = "UpgradeHandover"  # the new driver is warm: the running one stops and hands the Lease over
+    UPGRADE_COMPLETED = "UpgradeCompleted"  # the new driver runs the query
+    UPGRADE_FAILED = "UpgradeFailed"  # the new driver could not start: the running one goes on
+    NO_ROOM_FOR_UPGRADE = "NoRoomForUpgrade"  # no room (scheduler, quota) for a second driver: a plain restart
+    UPGRADE_NOT_WARM = "UpgradeNotWarm"  # the running driver is not fenced by the Lease: a plain restart
     RESTARTED_IN_PLACE = "RestartedInPlace"  # the driver restarted its query from the checkpoint, same pod
     UNRESPONSIVE = "Unresponsive"  # the running driver stopped printing progress (hung?)
     PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again

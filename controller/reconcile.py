@@ -24,6 +24,7 @@ from app.contract.failpoints import Failpoint
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
+from controller.decide import upgrade
 from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
                                ReleaseLease, creation_failed, decide)
 from controller.kube import Kube, api_message
@@ -70,7 +71,8 @@ def reconcile_once(
     status = QueryStatus.parse(raw_status)
     observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status))
     progress = None
-    if read_progress and status.phase is Phase.RUNNING:
+    handing_over = status.upgrade is not None and status.upgrade.state == upgrade.HANDING_OVER
+    if (read_progress or handing_over) and status.phase in (Phase.RUNNING, Phase.UPGRADING):  # handing over: is the new one serving?
         progress = _read_progress(kube, namespace, status, log)
     inputs = Inputs(
         name=name,
@@ -89,8 +91,8 @@ def reconcile_once(
     )
     decision = decide(inputs)
     refused = _act(kube, settings, body, inputs, decision, log)
-    if refused is not None:
-        decision = creation_failed(decision, inputs, refused, CREATE_RETRY_S)
+    if refused is not None:  # a warm upgrade's driver refused: no room (quota), or the upgrade fails
+        decision = upgrade.create_refused(inputs, decision, refused) or creation_failed(decision, inputs, refused, CREATE_RETRY_S)
     new_status = decision.status.dump()
     patch = status_patch(raw_status, new_status)
     if not patch:

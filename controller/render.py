@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
-from app.contract import API_VERSION, KIND, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.policy import volume_mount
@@ -204,8 +204,13 @@ def query_document(run: Run, settings: Settings) -> dict[str, Any]:
     if conf:
         runtime["sparkConf"] = conf
     metadata: dict[str, Any] = {"name": run.query, "namespace": run.namespace}
+    annotations = {}
     if run.resume is not None:
-        metadata["annotations"] = {RESUME_ANNOTATION: run.resume.to_annotation()}
+        annotations[RESUME_ANNOTATION] = run.resume.to_annotation()
+    if run.handover_from is not None:
+        annotations[HANDOVER_ANNOTATION] = run.handover_from
+    if annotations:
+        metadata["annotations"] = annotations
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
@@ -435,8 +440,14 @@ def driver_env(run: Run) -> list[dict[str, Any]]:
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-        *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if run.spec.runtime.standby else []),
+        {"name": READY_FILE_ENV, "value": READY_FILE},
+        *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if lease_access.needs_lease(run) else []),
     ]
+
+
+# The job creates READY_FILE once it is warm or runs its query (app.ready): Ready means "worth
+# handing the query to", which a warm upgrade waits for. test(1) is in every Debian-based image.
+READINESS_PROBE = {"exec": {"command": ["test", "-e", READY_FILE]}, "periodSeconds": 1, "failureThreshold": 1}
 
 
 def service_account(run: Run, settings: Settings) -> str | None:
@@ -524,6 +535,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "securityContext": container_security_context(),
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "File",  # never the log: console rows and secrets stay out of status
+        "readinessProbe": READINESS_PROBE,
     }
     ports = []
     if run.uses_executors:

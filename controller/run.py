@@ -20,7 +20,7 @@ SPARK_APP_KIND = "SparkApplication"
 POD_KIND = "Pod"
 
 # Fields whose change does not need a new driver.
-_NOT_RUN_FIELDS = ("suspend", "restartPolicy")
+_NOT_RUN_FIELDS = ("suspend", "restartPolicy", "upgrade")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class Run:
     # Not part of what the driver runs (spec_hash): it changes with every commit.
     resume: ResumeFrom | None = None
     standby: bool = False  # a standby driver: it waits for the query's Lease before it runs anything
+    # A blue/green upgrade's green driver: blue's checkpoint, whose last committed offsets its fresh one starts at.
+    handover_from: str | None = None
 
     @property
     def driver_name(self) -> str:

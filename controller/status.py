@@ -7,6 +7,8 @@ from too) and the helpers that read and write it.
     driver, driverKind, attempt, driverStartTime the current driver (pod or SparkApplication)
     restarts, nextRestartTime, lastFailure       failures and the backoff between restarts
     checkpoint{location, resets}                 where the running query keeps its state
+    upgrade                                      a warm upgrade in progress (the new driver, its state),
+                                                 or the last one that failed and why
     reconciled                                   what the checkpoint gate needs of the spec the
                                                  current checkpoint was written with: its hash,
                                                  checkpoint location, source and mode (not the spec:
@@ -98,6 +100,26 @@ class Reconciled(StatusModel):
         return SourceIdentity(kind=s.kind, topics=frozenset(s.topics) if s.topics is not None else None, pattern=s.pattern)
 
 
+class UpgradeStatus(StatusModel):
+    """A warm upgrade in progress, or the last one that failed (controller.decide.upgrade)."""
+
+    spec_hash: str = Field(description="The spec hash the new driver runs (controller.run.spec_hash).")
+    driver: str | None = Field(default=None, description="The new driver pod, started beside the running one.")
+    attempt: int | None = Field(default=None, description="Its attempt number.")
+    replaces: str | None = Field(default=None, description="The driver it takes over from.")
+    blue_green: bool | None = Field(default=None, description="Blue/green: the new driver runs on a fresh checkpoint "
+                                                              "that starts at the offsets the old one committed last.")
+    state: Literal["Warming", "HandingOver", "Failed"] = Field(
+        default="Warming",
+        description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "
+                    "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
+    )
+    started_at: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    message: str | None = Field(default=None, description="Why it failed, or why a plain restart was chosen.")
+    no_room: bool | None = Field(default=None, description="Creating the new driver was refused for want of quota: "
+                                                           "the next pass restarts instead.")
+
+
 class QueryStatus(StatusModel):
     phase: Phase | None = None
     mode: str | None = Field(default=None, description="The trigger mode: continuous, realTime, microBatch, availableNow.")
@@ -116,6 +138,7 @@ class QueryStatus(StatusModel):
     next_restart_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     last_failure: Failure | None = None
     checkpoint: CheckpointStatus | None = None
+    upgrade: UpgradeStatus | None = Field(default=None, description="A warm upgrade in progress, or the last that failed.")
     reconciled: Reconciled | None = None
     # Written by streamq 0.1.0: the whole spec. Read once (into `reconciled`) and never
     # written again, so the first status patch of this operator removes it (status_patch).

@@ -32,6 +32,10 @@ SPEC_FILE_NAME = "query.json"
 SECRETS_MOUNT_DIR = "/var/run/secrets/streamq"
 TERMINATION_LOG = "/dev/termination-log"
 PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
+# The file the job creates once it is worth handing the query to (app.ready): a standby warmed up, or
+# a query started. The driver pod's readiness probe tests it, so a pod's Ready says "warm".
+READY_FILE_ENV = "STREAMQ_READY_FILE"
+READY_FILE = "/tmp/streamq/ready"
 SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
 JARS_DIR_ENV = "STREAMQ_JARS_DIR"
 S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
@@ -42,6 +46,9 @@ FENCE_JARS_DIR_ENV = "STREAMQ_FENCE_JARS_DIR"  # the driver's write fence (jvm/f
 SPARK_UI_PORT = 4040
 # On the query document: where the previous run had committed, for a lost checkpoint (app.resume).
 RESUME_ANNOTATION = f"{GROUP}/resume-from"
+# On the query document of a blue/green upgrade's green driver: blue's checkpoint location. Green
+# starts its fresh checkpoint at the offsets blue committed last, read once blue has stopped (app.bluegreen).
+HANDOVER_ANNOTATION = f"{GROUP}/handover-from"
 
 
 class ExitCode(IntEnum):

@@ -146,13 +146,10 @@ def _standby(spec: QuerySpec) -> Found:
         return
     if spec.runtime.backend is not model.Backend.POD:
         yield ".runtime.standby", "a standby driver needs backend pod (the SparkApplication backend restarts its own driver)"
-    volume = spec.checkpoint.volume
-    shared = volume is not None and (volume.persistent_volume_claim is not None or volume.host_path is not None)
-    if not shared and not _OBJECT_STORE.match(spec.checkpoint.location):
+    if not spec.checkpoint.shared:
         yield ".checkpoint", SHARED_CHECKPOINT
 
 
-_OBJECT_STORE = re.compile(r"^(?!file:)[a-z][a-z0-9+.-]*://")
 
 
 def _standby_cel() -> tuple[Cel, ...]:

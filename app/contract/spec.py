@@ -13,6 +13,7 @@ problem at once, with a path the user can find in their YAML.
 from __future__ import annotations
 
 import math
+import re
 from enum import StrEnum
 from typing import Annotated
 
@@ -292,6 +293,16 @@ class Checkpoint(Model):
     s3: S3Checkpoint | None = Field(default=None, description="Settings of the store behind an s3a:// location.")
     on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
 
+    @property
+    def shared(self) -> bool:
+        """A second driver pod reaches it too (a standby, a warm upgrade's driver): an object store,
+        a persistentVolumeClaim or a hostPath; not an emptyDir or the pod's own filesystem."""
+        volume = self.volume
+        mounted = volume is not None and (volume.persistent_volume_claim is not None or volume.host_path is not None)
+        return mounted or bool(OBJECT_STORE.match(self.location))
+
+
+OBJECT_STORE = re.compile(r"^(?!file:)[a-z][a-z0-9+.-]*://")  # a URI Spark writes through a filesystem client
 
 DEFAULT_PARALLELISM = 4
 SLOT_HEADROOM = 2  # slots beyond one per partition: Spark's own jobs and a partition or two added later
@@ -481,6 +492,37 @@ class Health(Model):
     )
 
 
+class UpgradeStrategy(StrEnum):
+    WARM = "warm"  # the new driver warms up beside the running one, then takes over from the same checkpoint
+    RESTART = "restart"  # the running driver is stopped first, then the new one starts cold
+    BLUE_GREEN = "blueGreen"  # warm, and a change the checkpoint cannot take runs on a fresh one from blue's last commit
+
+
+UPGRADE_READY_WITHIN = "5m"  # upgrade.readyWithin when unset
+
+
+class Upgrade(Model):
+    """How a running query takes a spec change its checkpoint can take (controller.decide.upgrade)."""
+
+    strategy: UpgradeStrategy = Field(
+        default=UpgradeStrategy.WARM,
+        description=(
+            "warm: a driver of the new spec starts beside the running one, warms up (JVM, SparkSession, its plan) "
+            "and waits on the query's Lease; once it is Ready the running driver stops at a commit and releases "
+            "the Lease, and the new one takes over from the same checkpoint. If it cannot start, the running driver "
+            "goes on and status says why; if the cluster or quota has no room for it, a plain restart follows. "
+            "restart: stop the running driver, then start the new one. blueGreen: as warm, and a change the "
+            "checkpoint cannot take (which warm refuses, see checkpoint.onIncompatibleChange) runs on a fresh "
+            "checkpoint that starts at exactly the offsets the running driver (blue) committed last; the old "
+            "checkpoint is kept."
+        ),
+    )
+    ready_within: Duration = Field(
+        default=UPGRADE_READY_WITHIN,
+        description="A new driver not Ready (warm) this long after it was created aborts the upgrade.",
+    )
+
+
 class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
@@ -493,6 +535,8 @@ class QuerySpec(Model):
     runtime: Runtime = Field(default_factory=Runtime)
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     health: Health = Field(default_factory=Health)
+    # None when unset: the stored form of a spec written before this field existed stays the same.
+    upgrade: Upgrade | None = Field(default=None, description="How a spec change reaches a running query.")
     suspend: bool = False
     restart_nonce: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
         default=None, description="Change it to force a restart."
@@ -501,6 +545,19 @@ class QuerySpec(Model):
     @property
     def mode(self) -> Mode:
         return Mode(self.trigger.kind)
+
+    @property
+    def upgrade_policy(self) -> Upgrade:
+        return self.upgrade or Upgrade()
+
+    @property
+    def warm_upgrades(self) -> bool:
+        """Spec changes reach it warm: its drivers are fenced by the query's Lease. Pod backend only
+        (spark-operator submits the driver itself), and no executors: they find their driver through
+        the query's one driver Service, which would name both drivers during a hand-over), and a
+        checkpoint the next driver pod reaches too."""
+        return (self.upgrade_policy.strategy is not UpgradeStrategy.RESTART and self.runtime.backend is Backend.POD
+                and self.runtime.executors.instances == 0 and self.checkpoint.shared)  # fmt: skip
 
     @property
     def commit_interval(self) -> str | None:

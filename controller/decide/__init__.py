@@ -12,7 +12,8 @@ unit test. The rules, in the order ``decide`` applies them:
 3. ``Failed``, ``Invalid`` and ``Completed`` stay until the spec changes.
 4. ``suspend`` deletes the driver and keeps the checkpoint (``drivers``).
 5. Never two drivers for one checkpoint; a driver that runs an outdated spec is
-   replaced at once (``drivers``). A standby query's second pod waits for the
+   upgraded warm: the new spec's driver warms up beside it and takes over through
+   the Lease (``upgrade``), or, when that cannot be, replaced at once (``drivers``). A standby query's second pod waits for the
    Lease and takes over when the current driver fails (``standby``).
 6. A driver that ended is classified by its exit code and restarted, or not,
    under the restart policy (``restart``).
@@ -25,6 +26,7 @@ unit test. The rules, in the order ``decide`` applies them:
     restart     exit codes, backoff, maxRestarts, stableAfter
     health      stalls, silence and lost checkpoints the running driver reports
     standby     the warm second driver of spec.runtime.standby: create, promote, drop
+    upgrade     warm upgrades: the new spec's driver beside the running one, then the hand-over
     spark_ui    the Service in front of the current driver's UI (spec.runtime.sparkUI)
     conditions  Ready, Progressing, Reconciling, Stalled and Degraded
 """
@@ -35,7 +37,7 @@ from app.contract.load import validate_spec
 from app.contract.problems import SpecError
 from dataclasses import replace
 
-from controller.decide import drivers, restart, spark_ui, standby
+from controller.decide import drivers, restart, spark_ui, standby, upgrade
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
                                      ReleaseLease)
@@ -86,7 +88,7 @@ def _decide(inputs: Inputs) -> Decision:
     for x in drivers_:
         if x is not current:
             d.delete(x, "superseded by a newer attempt")
-    standby.pick(d, standbys, run_spec, run_hash)
+    standby.pick(d, standbys, run_spec, run_hash, upgrading=not refused and upgrade.wanted(run_spec, current, run_hash))
     blockers = [x for x in inputs.drivers if x is not current and x is not d.standby]
     if current is not None and old.attempt < attempt:  # created, but the status write was lost
         d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
@@ -137,10 +139,14 @@ def _decide(inputs: Inputs) -> Decision:
         return d.finish("wait")
 
     # 6. a driver exists
-    if current.spec_hash != run_hash:
-        return drivers.replace_outdated(d, current, None, run_spec, checkpoint.location)
+    newest = max([attempt, *[x.attempt or 0 for x in mine]])
+    if current.spec_hash != run_hash:  # warm when it can be, else a plain restart (upgrade)
+        return upgrade.outdated(d, current, run_spec, checkpoint, run_hash, newest)
+    taking_over = upgrade.taking_over(d, current)
+    if taking_over is not None:
+        return taking_over
     if current.phase is DriverPhase.RUNNING:
-        standby.ensure(d, current, run_spec, checkpoint, max([attempt, *[x.attempt or 0 for x in mine]]))
+        standby.ensure(d, current, run_spec, checkpoint, newest)
         return drivers.running(d, current, run_spec)
     if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
         d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"

@@ -6,7 +6,8 @@ Two audiences read them, and each condition has one meaning for both:
     Progressing  starting or restarting (Reconciling's older twin, kept for dashboards that read it)
     Reconciling  the spec is not realised yet, but will be  kstatus: InProgress
     Stalled      the spec cannot be realised until it changes: Invalid, out of restarts, a change
-                 the checkpoint refuses                     kstatus: Failed
+                 the checkpoint refuses, a warm upgrade whose driver could not start
+                                                            kstatus: Failed
     Degraded     what is wrong, worst first: the worst :class:`Problem` a decision found (the
                  table :class:`ProblemKind`), else a phase that is a failure
 
@@ -30,7 +31,8 @@ from controller.status import Condition, QueryStatus, format_time
 
 # Reasons of a restart that say something went wrong (not a spec change or a requested restart).
 _FAILED_RESTARTS = (Reason.DRIVER_FAILED, Reason.DRIVER_LOST, Reason.DRIVER_EXITED, Reason.STALLED)
-_ON_ITS_WAY = (Phase.PENDING, Phase.STARTING, Phase.RESTARTING)
+# Upgrading: the old spec's driver serves until the new one takes over, so the spec is not realised yet.
+_ON_ITS_WAY = (Phase.PENDING, Phase.STARTING, Phase.RESTARTING, Phase.UPGRADING)
 _STUCK = (Phase.FAILED, Phase.INVALID)  # terminal until the spec changes; Completed is not a failure
 
 
@@ -51,6 +53,7 @@ class ProblemKind(Enum):
     A new kind is one entry here; a decision step says it with ``Draft.add_problem``."""
 
     REFUSED_CHANGE = Effect("the checkpoint gate refused the spec", Reason.INCOMPATIBLE_CHANGE, stalls=True)
+    UPGRADE_FAILED = Effect("the new spec's driver could not start; the old one runs on", Reason.UPGRADE_FAILED, stalls=True)
     STUCK_TERMINATING = Effect("a driver pod Terminating long past its grace period", Reason.DRIVER_STUCK_TERMINATING)
     SOURCE_UNAVAILABLE = Effect("the running driver waits for a broker that does not answer", Reason.SOURCE_UNAVAILABLE)
     STALLED = Effect("the running driver reports a stall", Reason.STALLED)

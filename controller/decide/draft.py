@@ -104,7 +104,9 @@ class Draft:
         self.events.append(Event(type_, reason, message))
 
     def delete(self, d: Driver, reason: str, force: bool = False) -> None:
-        if not d.deleting or force:
+        """Once per driver and pass: two steps may each find a reason (an ended standby, a failed upgrade)."""
+        queued = any(isinstance(a, DeleteDriver) and a.name == d.name and (a.force or not force) for a in self.actions)
+        if (not d.deleting or force) and not queued:
             self.actions.append(DeleteDriver(d.kind, d.name, reason, force))
 
     def wait(self, seconds: float) -> None:

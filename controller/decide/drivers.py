@@ -170,19 +170,23 @@ def _create(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt
     return d.finish("create")
 
 
-def replace_outdated(d: Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> Decision:
-    nonce_only = _only_the_nonce_changed(current, last, run_spec, location)
+def replace_outdated(d: Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str,
+                     cold: str | None = None) -> Decision:  # fmt: skip
+    """A plain restart: the driver goes, the next starts once it is gone. ``cold``: why a warm
+    upgrade (controller.decide.upgrade) was not possible, said in the event and the message."""
+    nonce_only = only_the_nonce_changed(current, last, run_spec, location)
     reason = Reason.RESTART_REQUESTED if nonce_only else Reason.SPEC_CHANGED
     why = "restartNonce changed" if nonce_only else "the spec changed"
+    note = f" (not a warm upgrade: {cold})" if cold else ""
     d.delete(current, why)
     d.status.next_restart_time = None
-    d.event("Normal", reason, f"{why}: stopping driver {current.name}; the query restarts on its checkpoint")
-    d.phase(Phase.RESTARTING, reason, f"{why}: replacing driver {current.name}")
+    d.event("Normal", reason, f"{why}: stopping driver {current.name}; the query restarts on its checkpoint{note}")
+    d.phase(Phase.RESTARTING, reason, f"{why}: replacing driver {current.name}{note}")
     d.wait(WAIT_FOR_DELETION_S)
     return d.finish("delete")
 
 
-def _only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> bool:
+def only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> bool:
     """Whether the driver differs from the spec in restartNonce alone. The driver's own record
     (its nonce and hash) answers even when the status write after its creation was lost; the
     last reconciled spec answers for drivers made before the nonce was recorded."""

@@ -4,7 +4,8 @@ A change the checkpoint cannot take (app.contract.compat: the source's kind,
 topics or pattern; state the new spec would not keep, as the job reported the
 checkpoint holds) is refused, unless the checkpoint location changed too, or
 ``onIncompatibleChange: newCheckpoint`` asks for a fresh checkpoint next to the
-old one.
+old one, or ``upgrade.strategy: blueGreen`` does (then the new driver starts it at
+the offsets the old one committed last: controller.decide.upgrade, app.bluegreen).
 
 What the gate compares with is ``status.reconciled``: a hash and the few fields
 of the last started spec a checkpoint depends on, not the spec itself (status
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
-from app.contract.spec import IncompatibleChange, QuerySpec
+from app.contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Decision, Draft
 from controller.phases import ConditionType, Phase, Reason
@@ -36,7 +37,8 @@ def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec, Checkpoint
     old = d.old
     last = old.reconciled
     incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
-    if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE:
+    blue_green = desired.upgrade_policy.strategy is UpgradeStrategy.BLUE_GREEN and desired.warm_upgrades
+    if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE and not blue_green:
         message = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
         d.add_problem(ProblemKind.REFUSED_CHANGE, message)
         previous = old.condition(ConditionType.DEGRADED)

@@ -30,16 +30,19 @@ def candidates(mine: list[Driver], attempt: int) -> list[Driver]:
     return [x for x in mine if x.standby and (x.attempt or 0) > attempt]
 
 
-def pick(d: Draft, standbys: list[Driver], run_spec: QuerySpec, run_hash: str) -> None:
-    """Keep the newest live standby of the spec that runs (on ``d.standby``); delete the rest."""
-    wanted = run_spec.runtime.standby and not run_spec.suspend
+def pick(d: Draft, standbys: list[Driver], run_spec: QuerySpec, run_hash: str, upgrading: bool = False) -> None:
+    """Keep the newest live standby of the spec that runs (on ``d.standby``); delete the rest.
+    ``upgrading``: a warm upgrade's new driver (a standby of the new spec) is kept too, standby
+    query or not (controller.decide.upgrade); status.standby names only a standby query's."""
+    standing_by = bool(run_spec.runtime.standby) and not run_spec.suspend
+    wanted = standing_by or upgrading
     live = [x for x in standbys if x.active and not x.deleting and x.spec_hash == run_hash]
     keep = live[-1] if wanted and live else None
     for x in standbys:
         if x is not keep:
             d.delete(x, _why_not(x, wanted, run_hash))
     d.standby = keep
-    d.status.standby = keep.name if keep is not None else None
+    d.status.standby = keep.name if keep is not None and standing_by else None
 
 
 def _why_not(x: Driver, wanted: bool, run_hash: str) -> str:

@@ -4,6 +4,7 @@ active driver cut off from the API server stops and exits before the standby may
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -59,6 +60,18 @@ def _setup(kafka_broker, kafka_topic, tmp_path):
     return source, sink, spec_path, producer
 
 
+def _standby_beside(active: JobProcess, spec_path: Path, tmp_path: Path, namespace: str, kubeconfig: Path) -> JobProcess:
+    """Once the active driver commits: a second driver of the query, warmed up and waiting for the Lease."""
+    wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
+    standby = driver(spec_path, tmp_path / "b", "standby-driver-2", namespace, kubeconfig)
+    try:
+        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+    except BaseException:
+        standby.stop()
+        raise
+    return standby
+
+
 def _check_output(kafka_broker, sink, producer, what: str) -> None:
     expected = set(flagged(producer.sent))
     out = kafka_broker.wait_for_records(sink, expected, timeout=180)
@@ -73,9 +86,7 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         # app/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
         assert "standby: query warmed up in" in standby.log(), standby.log()[-3000:]
         time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
@@ -104,9 +115,7 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, through_proxy)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         proxy.cut()
         cut = time.monotonic()
         seen: dict[str, float] = {}
@@ -131,6 +140,36 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
             standby.stop()
 
 
+def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(kafka_broker, kafka_topic, kube_apiserver,
+                                                                               lease_namespace, tmp_path):  # fmt: skip
+    """The operator stops the old driver of a warm upgrade with SIGTERM (controller.decide.upgrade): it
+    stops its query and releases the Lease as soon as no task runs, before Spark itself stops, so the
+    warm driver waiting beside it takes over in seconds, not after the Lease's expiry."""
+    source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
+    producer.start()
+    active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
+    standby = None
+    try:
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
+        last = commits(active)[-1]
+        active.signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        wait_for(lambda: holds(standby), 60, "the standby holding the lease", interval=0.05)
+        took_lease = time.monotonic() - stopped
+        wait_for(lambda: any(b > last for b in commits(standby)), 120, "a commit of the standby")
+        assert active.wait(60) == 0, active.log()[-3000:]
+        log = active.log()
+        producer.stop()
+        _check_output(kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later")
+        assert took_lease < DURATION_S - 1, took_lease  # released, not expired
+        assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
+    finally:
+        producer.stop()
+        active.stop()
+        if standby is not None:
+            standby.stop()
+
+
 def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
     """A paused node, in one process group: SIGSTOP freezes the active driver (Python and its JVM)
     mid-stream; the standby takes over once the Lease has expired; SIGCONT wakes every thread of
@@ -141,9 +180,7 @@ def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_b
     active = driver(spec_path, tmp_path / "a", "standby-driver-1", lease_namespace, kube_apiserver.kubeconfig)
     standby = None
     try:
-        wait_for(lambda: len(commits(active)) >= 2, 300, "commits of the active driver")
-        standby = driver(spec_path, tmp_path / "b", "standby-driver-2", lease_namespace, kube_apiserver.kubeconfig)
-        wait_for(lambda: standing_by(standby), 300, "the standby waiting for the lease", ignore=(AssertionError,))
+        standby = _standby_beside(active, spec_path, tmp_path, lease_namespace, kube_apiserver.kubeconfig)
         before = written(kafka_broker.bootstrap, sink)
         assert before and {r.writer for r in before} == {"standby-driver-1"}, {r.writer for r in before}
         active.freeze()

@@ -140,7 +140,7 @@ def test_status_subresource_columns_and_names(rendered, schema):
         "Phase": ".status.phase", "Reason": '.status.conditions[?(@.type=="Ready")].reason', "Mode": ".status.mode", "Restarts": ".status.restarts",
         "Epoch": ".status.progress.batchId", "Lag": ".status.progress.totalLag",
         "Health": ".status.progress.health.state", "Last-Commit": ".status.progress.lastCommitTime",
-        "Slots": ".status.progress.slots", "Driver": ".status.driver", "Message": ".status.message",
+        "Slots": ".status.progress.slots", "Driver": ".status.driver", "Upgrade": ".status.upgrade.state", "Message": ".status.message",
         "Age": ".metadata.creationTimestamp",
     }  # fmt: skip
     default_columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
@@ -150,5 +150,5 @@ def test_status_subresource_columns_and_names(rendered, schema):
         assert key in status, key
     assert status["progress"]["x-kubernetes-preserve-unknown-fields"] is True
     assert set(status["lastFailure"]["properties"]) >= {"reason", "message", "time"}
-    assert status["phase"]["enum"] == ["Pending", "Starting", "Running", "Restarting", "Suspended", "Failed", "Invalid", "Completed"]
+    assert status["phase"]["enum"] == ["Pending", "Starting", "Running", "Restarting", "Upgrading", "Suspended", "Failed", "Invalid", "Completed"]
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]

@@ -300,7 +300,7 @@ def test_a_driver_deleted_during_the_backoff_is_not_counted_twice():
 
 def test_nothing_is_created_while_another_driver_is_terminating():
     w = running_world()
-    w.edit(**{"transforms": [{"where": "value > 1"}]})
+    w.edit(**{"transforms": [{"where": "value > 1"}], "upgrade": {"strategy": "restart"}})
     d = w.reconcile(apply=False)
     assert deletes(d) == ["q-driver-1"]
     w.drivers[0] = w.drivers[0].__class__(**{**w.drivers[0].__dict__, "deleting": True})
@@ -343,9 +343,9 @@ def test_an_older_attempt_still_present_is_deleted():
 # --- spec changes -----------------------------------------------------------------------
 
 
-def test_a_compatible_change_restarts_on_the_same_checkpoint():
+def test_a_compatible_change_with_strategy_restart_restarts_on_the_same_checkpoint():
     w = running_world()
-    w.edit(**{"transforms": [{"where": "value > 1"}]})
+    w.edit(**{"transforms": [{"where": "value > 1"}], "upgrade": {"strategy": "restart"}})
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and d.status.phase is Phase.RESTARTING
     assert event_reasons(d) == [Reason.SPEC_CHANGED] and d.status.observed_generation == 2
@@ -390,7 +390,7 @@ def test_drivers_without_a_recorded_nonce_restart_on_a_new_nonce_as_on_a_spec_ch
     """Status no longer keeps the last spec to tell a nonce-only change apart for a driver made
     before the nonce annotation: it is still replaced, named as a spec change."""
     w = running_world()
-    w.drivers[0] = replace(w.drivers[0], restart_nonce=None)  # made by an operator before the annotation
+    w.drivers[0] = replace(w.drivers[0], restart_nonce=None, fenced=False)  # made by an operator before the annotation
     w.edit(restartNonce="again")
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and event_reasons(d) == [Reason.SPEC_CHANGED]
@@ -641,7 +641,7 @@ def _world_in(phase: str) -> World:
         ("Starting", "suspend", "Suspended"),
         ("Running", "driver fails", "Restarting"),
         ("Running", "driver lost", "Restarting"),
-        ("Running", "spec change", "Starting"),  # replaced at once, no backoff
+        ("Running", "spec change", "Starting"),  # replaced at once, no backoff (its checkpoint is the pod's own: not warm)
         ("Running", "suspend", "Suspended"),
         ("Running", "invalid spec", "Invalid"),
         ("Restarting", "backoff elapses", "Starting"),

@@ -93,11 +93,11 @@ def test_an_unknown_lease_or_one_still_held_waits_for_force_delete_after(known):
 
 
 def test_without_standby_the_lost_node_is_said_at_once_and_force_delete_after_decides():
-    w = World(base_spec(**{"restartPolicy.forceDeleteAfter": "2m"}))
+    w = World(base_spec(**{"restartPolicy.forceDeleteAfter": "2m", "upgrade": {"strategy": "restart"}}))
     w.reconcile()
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)
     w.reconcile()
-    w.lease = lease(None, None)  # whatever a Lease says: this driver never held one
+    w.lease = lease(None, None)  # whatever a Lease says: this driver never held one (no standby, no warm upgrades)
     evicted(w, "q-driver-1")
     d = w.reconcile()
     assert forced(d) == []

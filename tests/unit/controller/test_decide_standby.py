@@ -105,9 +105,19 @@ def test_suspend_or_standby_off_removes_the_standby(change):
     assert "q-driver-2" in deletes(d) and d.status.standby is None
 
 
-def test_a_spec_change_replaces_both_and_waits_for_them_to_go():
+def test_a_spec_change_drops_the_old_standby_and_upgrades_warm():
     w = with_a_warm_standby()
     w.edit(transforms=[{"where": "value IS NULL"}])
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-2"]  # the standby of the old spec; the driver runs on meanwhile
+    (run,) = creates(d)
+    assert run.standby and run.attempt == 3 and run.spec.transforms[0].where == "value IS NULL"
+    assert d.status.phase is Phase.UPGRADING and d.status.driver == "q-driver-1"
+
+
+def test_a_spec_change_with_strategy_restart_replaces_both_and_waits_for_them_to_go():
+    w = with_a_warm_standby()
+    w.edit(transforms=[{"where": "value IS NULL"}], upgrade={"strategy": "restart"})
     d = w.reconcile()
     assert sorted(deletes(d)) == ["q-driver-1", "q-driver-2"]
     d = w.reconcile()  # both gone in the world: the new spec's driver (the unpromoted standby's number is free)
@@ -141,9 +151,9 @@ def test_the_first_driver_of_a_standby_query_holds_a_lease_and_has_an_account():
     w.driver_reports(batchId=1)
     (standby,) = creates(w.reconcile())
     assert render.driver_pod(standby, Settings())["metadata"]["labels"]["streamq.io/role"] == "standby"
-    plain = render.driver_pod(creates(World().reconcile())[0], Settings())
+    plain = render.driver_pod(creates(World(base_spec(upgrade={"strategy": "restart"})).reconcile())[0], Settings())
     assert "STREAMQ_LEASE" not in {e["name"] for e in plain["spec"]["containers"][0]["env"]}
-    assert plain["spec"]["automountServiceAccountToken"] is False  # no API access without standby or executors
+    assert plain["spec"]["automountServiceAccountToken"] is False  # no API access without standby, warm upgrades or executors
 
 
 # --- a driver stuck Terminating (its node is gone): said, then force-deleted -------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.observe import DriverPhase
 from controller.phases import Phase
 from tests.unit.controller.gitops_rules import ARGO_SCRIPT, argo_health, kstatus, query_object
 from tests.unit.controller.world import World, base_spec
@@ -18,7 +19,8 @@ from tests.unit.controller.world import World, base_spec
 pytestmark = pytest.mark.unit
 
 GITOPS_DOC = Path(__file__).resolve().parents[3] / "docs" / "gitops.md"
-QUICK = {"restartPolicy.maxRestarts": 1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"}}
+QUICK = {"restartPolicy.maxRestarts": 1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"},
+         "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}}  # shared: spec changes are warm upgrades
 
 
 def _starting() -> World:
@@ -48,7 +50,19 @@ def _state(name: str) -> World:
             w.reconcile()
         case "replacing after a spec change":
             w = _running()
+            w.edit(**{"transforms": [{"where": "value > 7"}], "upgrade": {"strategy": "restart"}})
+            w.reconcile()
+        case "upgrading: the new driver warms up":
+            w = _running()
             w.edit(**{"transforms": [{"where": "value > 7"}]})
+            w.reconcile()
+        case "upgrading: handing over":
+            w = _state("upgrading: the new driver warms up")
+            w.change("q-driver-2", phase=DriverPhase.RUNNING, ready=True)
+            w.reconcile()
+        case "upgrade failed":
+            w = _state("upgrading: the new driver warms up")
+            w.change("q-driver-2", phase=DriverPhase.FAILED, exit_code=1, finished_at=w.now)
             w.reconcile()
         case "running, stall reported":
             w = _running()
@@ -103,6 +117,10 @@ EXPECTED = {
     "running": (Phase.RUNNING, "Healthy", "Current", "True"),
     "unschedulable": (Phase.STARTING, "Degraded", "InProgress", "False"),  # said, but retried: not Failed
     "replacing after a spec change": (Phase.RESTARTING, "Progressing", "InProgress", "False"),
+    # the old spec's driver serves meanwhile, but the spec is not realised until the new one does
+    "upgrading: the new driver warms up": (Phase.UPGRADING, "Progressing", "InProgress", "False"),
+    "upgrading: handing over": (Phase.UPGRADING, "Progressing", "InProgress", "False"),
+    "upgrade failed": (Phase.RUNNING, "Degraded", "Failed", "True"),  # the old spec runs; this one will not
     "running, stall reported": (Phase.RUNNING, "Degraded", "Current", "True"),  # it runs; the data does not move
     "restarting": (Phase.RESTARTING, "Degraded", "InProgress", "False"),
     "out of restarts": (Phase.FAILED, "Degraded", "Failed", "False"),

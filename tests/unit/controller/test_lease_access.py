@@ -32,8 +32,20 @@ def _kinds(objs: list[dict]) -> list[str]:
     return [o["kind"] for o in objs]
 
 
-def test_no_executors_no_standby_no_account_and_no_token():
-    run = make_run()
+RESTART = {"upgrade": {"strategy": "restart"}}
+
+
+def test_warm_upgrades_alone_run_as_the_querys_own_lease_account():
+    """The default (upgrade.strategy warm): the next spec's driver waits on the Lease the running one
+    holds, so every driver takes it (controller.decide.upgrade); no standby: no disruption budget."""
+    run = make_run(**{"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}}})
+    assert lease_access.service_account(run, SETTINGS) == "payments-lease"
+    assert render.driver_pod(run, SETTINGS)["spec"]["serviceAccountName"] == "payments-lease"
+    assert _kinds(render.children(run, SETTINGS)) == ["ServiceAccount", "Role", "RoleBinding", "Lease", "ConfigMap", "Pod"]
+
+
+def test_no_executors_no_standby_no_warm_upgrades_no_account_and_no_token():
+    run = make_run(**RESTART)  # (its checkpoint is the pod's own too: no warm upgrades either way)
     assert lease_access.service_account(run, SETTINGS) is None
     assert lease_access.objects(run, SETTINGS) == []
     spec = render.driver_pod(run, SETTINGS)["spec"]
@@ -86,7 +98,7 @@ def test_executors_and_standby_the_driver_account_reaches_this_querys_lease_only
 
 
 def test_executors_without_standby_get_the_driver_account_and_no_lease_objects():
-    run = make_run(**EXECUTORS)
+    run = make_run(**EXECUTORS, **RESTART)
     assert render.driver_pod(run, SETTINGS)["spec"]["serviceAccountName"] == "streamq-driver"
     assert lease_access.objects(run, SETTINGS) == []
 

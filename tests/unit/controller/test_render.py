@@ -43,6 +43,7 @@ def test_driver_pod_exact_fields():
     assert spec["restartPolicy"] == "Never"
     assert spec["terminationGracePeriodSeconds"] == 60
     assert spec["enableServiceLinks"] is False
+    # its checkpoint is the pod's own, so no warm upgrades and no Lease: no token
     assert spec["automountServiceAccountToken"] is False and "serviceAccountName" not in spec
     assert spec["securityContext"] == {
         "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
@@ -59,6 +60,10 @@ def test_driver_pod_exact_fields():
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["STREAMQ_PROGRESS_FILE"] == "/tmp/streamq/progress.json"
     assert env["STREAMQ_SECRETS_DIR"] == SECRETS_MOUNT_DIR
+    assert "STREAMQ_LEASE" not in env
+    # Ready = warm or running (app.ready): what a warm upgrade waits for before it stops the old driver
+    assert env["STREAMQ_READY_FILE"] == "/tmp/streamq/ready"
+    assert c["readinessProbe"]["exec"]["command"] == ["test", "-e", "/tmp/streamq/ready"]
     assert "ports" not in c
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["query"] == {"name": "query", "mountPath": "/etc/streamq", "readOnly": True}
@@ -175,7 +180,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "automountServiceAccountToken" not in pod["spec"]
     assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
-    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Secret", "Service", "Pod"]
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Secret", "Service", "Pod"]  # executors: no warm upgrades, no Lease
 
 
 def test_a_service_account_from_the_spec_is_used():

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.contract.load import validate_spec
-from controller import render
+from controller import lease_access, render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
 from controller.status import QueryStatus
@@ -115,7 +115,7 @@ class World:
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
                     spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
                     restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
-                    fenced=bool(run.spec.runtime.standby), created_at=self.now,
+                    fenced=lease_access.needs_lease(run), created_at=self.now,
                 ))  # fmt: skip
         return decision
 
