@@ -6,6 +6,10 @@ the checkpoints in an object store.
   figure is the seconds from the pause to the standby's first record (3 runs, p50 <= 15 s). When
   the node comes back, the old driver wakes up fenced (app/fence.py): no record it handed to its
   producer after the pause is in the output (every record says which driver wrote it).
+* Without a standby: Kubernetes gives up on the node (NotReady after its node-monitor-grace-period,
+  then restartPolicy.nodeLostAfter, 5 s for a driver that holds the query's Lease); the operator
+  force-deletes the evicted driver once its hold of the Lease has lapsed and starts the next one
+  on the other worker: Running within 90 s, nothing lost, and the old driver fenced as above.
 * An executor's node: the query carries on with new executors, nothing lost.
 """
 
@@ -118,6 +122,47 @@ def test_a_stopped_worker_hands_the_query_to_the_standby_on_the_other_worker(clu
     figure("node lost, standby", f"pause -> the standby's first record over {RUNS} runs: p50 {p50:.1f}s, "
            f"min {min(took):.1f}s, max {max(took):.1f}s ({', '.join(f'{t:.1f}' for t in took)})")  # fmt: skip
     assert p50 <= 15, took
+
+
+def test_without_a_standby_the_query_runs_on_the_other_worker_within_90s(cluster, kafka, sq, object_store):
+    name = sq.name("node-alone")
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    sq.apply(name, s3_fraud_spec(object_store, source, sink, name))
+    status = sq.wait_running(name, timeout=420)
+    first = payments(90)
+    kafka.produce(source, first)
+    wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
+    active = sq.driver_pod(name)
+    old, node = active["metadata"]["name"], active["spec"]["nodeName"]
+    during = payments(RATE * 120, start=len(first))
+    producer = kafka.produce_paced(source, during, RATE)
+    time.sleep(5)
+    cluster.pause_node(node)
+    paused_at, t0 = time.time(), time.monotonic()
+    try:
+        back = sq.wait_running(name, timeout=300, since_attempt=status["attempt"])
+        running_after = time.monotonic() - t0
+        new = sq.driver_pod(name)
+        wait_for(lambda: any(r.writer == new["metadata"]["name"] for r in written(kafka.bootstrap, sink)), 120,
+                 lambda: "the new driver's first record\n" + sq.describe(name), interval=0.5)  # fmt: skip
+        output_after = time.monotonic() - t0
+    finally:
+        cluster.unpause_node(node)
+    producer.join(240)
+    wait_for(lambda: _node_ready(cluster, node), 180, f"{node} Ready again", interval=2, ignore=(Exception,))
+    last = payments(60, start=len(first) + len(during))
+    kafka.produce(source, last)
+    out = wait_output(kafka, sink, flagged(first + during + last), 300, lambda: sq.describe(name))
+    late = written_after(written(kafka.bootstrap, sink), old, paused_at + 0.5)
+    figure("node lost, no standby", f"{node} paused: {back['driver']} on {new['spec']['nodeName']} Running "
+           f"{running_after:.0f}s later, its first record {output_after:.0f}s after the pause; {out.summary()}; records of "
+           f"the old driver {old} created after the pause: {len(late)}")  # fmt: skip
+    assert new["spec"]["nodeName"] != node
+    assert running_after <= 90, running_after
+    assert late == [], f"the old driver wrote {len(late)} records after the pause, e.g. {late[:3]}"
+    assert not out.unexpected, sorted(out.unexpected)[:5]
+    assert out.complete, out.summary()
 
 
 def _executors(sq, query: str) -> dict[str, str]:
