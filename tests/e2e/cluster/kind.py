@@ -197,23 +197,27 @@ class KindCluster(Cluster):
         log(f"kind cluster {self.name} up in {time.monotonic() - t0:.0f}s (kubeconfig {self.kubeconfig})")
         return self
 
-    def pod_network_route(self) -> list[str]:
-        """`ip route` arguments that send the node's pod subnet through the node's container:
-        the e2e Prometheus on this machine scrapes pods by their IPs, as it does on the local node."""
-        subnet = self.kubectl("get", "nodes", "-o", "jsonpath={.items[0].spec.podCIDR}").stdout.strip()
-        node_ip = self.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                              self.node).stdout.split()[0]  # fmt: skip
-        return [subnet, "via", node_ip]
+    def pod_network_routes(self) -> list[list[str]]:
+        """`ip route` arguments that send each node's pod subnet through that node's container: the
+        e2e Prometheus on this machine scrapes pods by their IPs, as it does on the local node, and a
+        pod's packets to a server on this machine (the multinode tier's object store) find their way back."""
+        out = self.kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{'\\n'}{end}").stdout
+        routes = []
+        for node, subnet in (line.split() for line in out.splitlines() if len(line.split()) == 2):
+            node_ip = self.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                                  node).stdout.split()[0]  # fmt: skip
+            routes.append([subnet, "via", node_ip])
+        return routes
 
     def route_pod_network(self) -> None:
-        route = self.pod_network_route()
-        taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
-        if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
-            log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
-                "Prometheus on this machine cannot scrape this cluster's pods")
-            return
-        done = run(["ip", "route", "replace", *route], check=False)
-        log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
+        for route in self.pod_network_routes():
+            taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
+            if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
+                log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
+                    "Prometheus on this machine cannot scrape this cluster's pods")
+                continue
+            done = run(["ip", "route", "replace", *route], check=False)
+            log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
 
     def down(self) -> None:
         """Deletes the cluster; stops our own Docker engine when nothing else runs in it."""
@@ -226,7 +230,8 @@ class KindCluster(Cluster):
                     self.tools = {"KIND": str(kind), **parse_env_lines(engine.stdout.replace("export ", ""))}
             if self.tools:
                 try:
-                    run(["ip", "route", "del", *self.pod_network_route()], check=False)
+                    for route in self.pod_network_routes():
+                        run(["ip", "route", "del", *route], check=False)
                 except Exception:  # noqa: BLE001 - no cluster, no route
                     pass
                 self._kind("delete", "cluster", "--name", self.name, check=False)
