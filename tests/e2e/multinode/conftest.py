@@ -24,6 +24,7 @@ from tests.support.seaweedfs import SeaweedS3
 
 WORKERS = 2
 S3_SECRET = "streamq-s3"
+BUCKET = "streamq-checkpoints"
 
 
 def _keep() -> bool:
@@ -60,6 +61,7 @@ def kafka(cluster) -> Iterator[Kafka]:
 def object_store(cluster, tmp_path_factory) -> Iterator[SeaweedS3]:
     store = SeaweedS3(workdir=tmp_path_factory.mktemp("seaweedfs"), ip=cluster.network_gateway()).start()
     try:
+        store.create_bucket(BUCKET)
         cluster.kubectl("-n", E2E_NAMESPACE, "delete", "secret", S3_SECRET, "--ignore-not-found")
         cluster.kubectl("-n", E2E_NAMESPACE, "create", "secret", "generic", S3_SECRET,
                         *(f"--from-literal={k}={v}" for k, v in store.keys().items()))  # fmt: skip
