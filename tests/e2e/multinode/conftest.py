@@ -12,6 +12,7 @@ STREAMQ_MULTINODE_KEEP=1 leaves the cluster up after the run and uses it again n
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Iterator
@@ -19,7 +20,7 @@ from typing import Iterator
 import pytest
 
 from tests.e2e.cluster.addons import E2E_NAMESPACE
-from tests.e2e.helpers import FIGURES, Kafka
+from tests.e2e.helpers import FIGURES, LOG_DIR, Kafka
 from tests.support.seaweedfs import SeaweedS3
 
 WORKERS = 2
@@ -50,6 +51,17 @@ def cluster():
     finally:
         if not _keep():
             c.down()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def figures_file() -> Iterator[None]:
+    """The run's figures as JSON in the log folder (docs/benchmarks.md cites them from bench/results/)."""
+    yield
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    out = LOG_DIR / "multinode-figures.json"
+    out.write_text(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "figures": [{"test": t, "line": line} for t, line in FIGURES]}, indent=2) + "\n")  # fmt: skip
+    print(f"\nmultinode figures: {out}")
 
 
 @pytest.fixture(scope="package")
