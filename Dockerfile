@@ -106,12 +106,15 @@ COPY jars/s3a/*.jar /opt/streamq/jars/s3a/
 # where no registry serves one. Production brokers are the platform's own.
 COPY jars/kafka/libs/*.jar /opt/kafka/libs/
 COPY jars/kafka/config/log4j2.properties /opt/kafka/config/log4j2.properties
+# The driver's write fence (jvm/fence): its Kafka records stop at its Lease deadline.
+COPY jars/fence/*.jar /opt/streamq/jars/fence/
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
 
 ENV JAVA_HOME=/opt/java \
     SPARK_HOME=/opt/streamq/spark \
     STREAMQ_JARS_DIR=/opt/streamq/jars/spark-kafka \
     STREAMQ_S3A_JARS_DIR=/opt/streamq/jars/s3a \
+    STREAMQ_FENCE_JARS_DIR=/opt/streamq/jars/fence \
     PYSPARK_PYTHON=/opt/streamq/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/streamq/venv/bin/python \
     PATH=/opt/streamq/venv/bin:/opt/java/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -125,6 +128,7 @@ RUN chmod 0755 /opt/streamq/bin/entrypoint \
  && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
       /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar /opt/kafka/libs/kafka_2.13-*.jar \
+      /opt/streamq/jars/fence/streamq-fence.jar \
  && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka, obstore; print("pyspark", pyspark.__version__)' \
  && java -version \
  && test -x "$SPARK_HOME/bin/spark-class"

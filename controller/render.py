@@ -464,8 +464,8 @@ HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 COMPONENT_DISRUPTION = "disruption-budget"  # the label of a standby query's PodDisruptionBudget
 
 
-def driver_tolerations(spec: QuerySpec) -> list[dict[str, Any]]:
-    seconds = spec.restart_policy.node_lost_after_s
+def driver_tolerations(run: Run) -> list[dict[str, Any]]:
+    seconds = run.spec.restart_policy.node_lost_after_s(fenced=lease_access.needs_lease(run))
     return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
             for key in NODE_LOST_TAINTS]  # fmt: skip
 
@@ -554,7 +554,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "securityContext": pod_security_context(settings),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "enableServiceLinks": False,
-        "tolerations": driver_tolerations(run.spec),
+        "tolerations": driver_tolerations(run),
     }
     spec.update(_placement(run, settings, account_key="serviceAccountName"))
     if "serviceAccountName" not in spec:
@@ -595,7 +595,7 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "podSecurityContext": pod_security_context(settings),
         "securityContext": container_security_context(read_only_root=False),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
-        "tolerations": driver_tolerations(run.spec),
+        "tolerations": driver_tolerations(run),
     }
     driver.update(_placement(run, settings, account_key="serviceAccount"))
     executor: dict[str, Any] = {

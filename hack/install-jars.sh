@@ -11,6 +11,9 @@
 #                                     AWS SDK v2 modules it loads (not the 686 MB
 #                                     bundle), for s3a:// checkpoints (also on spark.jars)
 #     jars/s3a/.complete              marker
+#     jars/fence/streamq-fence.jar    the driver's write fence (jvm/fence: a Kafka partitioner that
+#                                     refuses records past the driver's Lease deadline), compiled
+#                                     here with javac against the connector's kafka-clients
 #     kafka/<version>/libs/*.jar      a Kafka broker (KRaft) with log4j2 logging
 #     kafka/<version>/config/log4j2.properties
 #     kafka/<version>/.complete       marker
@@ -225,9 +228,33 @@ install_kafka() {
   list_jars "$dest/libs"
 }
 
+# ------------------------------------------------------------------ fence
+install_fence() {
+  local src="$ROOT/jvm/fence/src" dest="$CACHE/jars/fence"
+  local clients; clients="$(compgen -G "$CACHE/jars/spark-kafka/kafka-clients-*.jar" | head -n1)"
+  [[ -n "$clients" ]] || die "fence: no kafka-clients jar in $CACHE/jars/spark-kafka"
+  command -v javac >/dev/null || die "fence: javac not found (a JDK 17 is needed, not only a JRE)"
+  local fp; fp="$(fingerprint /dev/null "clients=$(basename "$clients")" \
+    "sources=$(cd "$src" && find . -name '*.java' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")"
+  if is_complete "$dest" "$fp"; then
+    log "fence: complete, nothing to do ($dest)"
+    return
+  fi
+  local stage="$CACHE/jars/.fence.new"
+  rm -rf "$stage"; mkdir -p "$stage/classes"
+  # --release 17: the image's Java; the classes must load in the driver's JVM there.
+  javac --release 17 -nowarn -cp "$clients" -d "$stage/classes" $(find "$src" -name '*.java')
+  jar --create --file "$stage/streamq-fence.jar" -C "$stage/classes" .
+  rm -rf "$stage/classes"
+  printf '%s\n' "$fp" > "$stage/.complete"
+  rm -rf "$dest"; mv "$stage" "$dest"
+  log "fence: built $dest/streamq-fence.jar"
+}
+
 start=$SECONDS
 mkdir -p "$CACHE"
 install_spark_kafka
 install_s3a
+install_fence
 install_kafka
 log "done in $((SECONDS - start)) s; cache: $CACHE"

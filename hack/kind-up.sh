@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # streamq on a kind cluster: README "Try it on kind".
 #
-#   hack/kind-up.sh [up] [--no-sample]
+#   hack/kind-up.sh [up] [--no-sample] [--workers N]
 #       the tools (venv, Kafka jars, kubectl/helm from source, the streamq image),
 #       a Docker engine (yours when `docker info` answers, else hack/kind-docker.sh
 #       starts one of its own), kind, the node image (hack/kind-image.sh builds it
@@ -9,6 +9,8 @@
 #       then the cluster "streamq" with the streamq image loaded, a Kafka broker,
 #       the operator (Helm chart) and the fraud-filter sample: it waits until the
 #       query is Ready and its flagged payments are in the output topic.
+#       --workers N: N worker nodes beside the control plane (queries run on the
+#       workers; Kafka, DNS and the operator stay on the control-plane node).
 #       Cold (nothing cached): ~40 min here; warm: a few minutes.
 #   hack/kind-up.sh down         delete the cluster (and stop our Docker engine if idle)
 #   hack/kind-up.sh kubeconfig   print the cluster's kubeconfig path

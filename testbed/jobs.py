@@ -81,6 +81,14 @@ class JobProcess:
         except ProcessLookupError:
             pass
 
+    def freeze(self) -> None:
+        """SIGSTOP the job and its JVM together: every thread stops at once, as on a paused node."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: every thread runnable at once, as when the paused node comes back."""
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def wait(self, timeout: float) -> int:
         try:
             return self.proc.wait(timeout)

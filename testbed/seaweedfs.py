@@ -70,10 +70,12 @@ def signed_request(method: str, url: str, access_key: str, secret_key: str, body
 
 
 class SeaweedS3:
-    """`weed server -s3` on 127.0.0.1, data in a temporary folder removed by ``stop``."""
+    """`weed server -s3` on 127.0.0.1 (or ``ip``: an address pods reach, e.g. kind's network
+    gateway), data in a temporary folder removed by ``stop``."""
 
-    def __init__(self, weed: Path | None = None, workdir: Path | None = None):
+    def __init__(self, weed: Path | None = None, workdir: Path | None = None, ip: str = "127.0.0.1"):
         self.weed = weed or weed_binary()
+        self.ip = ip
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="streamq-seaweedfs-"))
         self.access_key = "streamq" + secrets.token_hex(4)
@@ -84,7 +86,7 @@ class SeaweedS3:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.ip}:{self.port}"
 
     def start(self, timeout: float = 90.0) -> SeaweedS3:
         data = self.workdir / "data"
@@ -98,7 +100,7 @@ class SeaweedS3:
         grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}  # default: port + 10000, may be taken
         self.port = ports["s3"]
         args = [
-            str(self.weed), "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            str(self.weed), "server", f"-dir={data}", f"-ip={self.ip}", f"-ip.bind={self.ip}",
             f"-master.port={ports['master']}", f"-master.port.grpc={grpc['master']}",
             f"-volume.port={ports['volume']}", f"-volume.port.grpc={grpc['volume']}",
             f"-filer.port={ports['filer']}", f"-filer.port.grpc={grpc['filer']}",

@@ -455,6 +455,9 @@ class Backoff(Model):
 
 
 NODE_LOST_AFTER = "30s"  # restartPolicy.nodeLostAfter when unset
+# ... for a driver that holds the query's Lease: fenced (app/driver/write_fence.py), it writes nothing once its hold
+# lapses, so its replacement may start as soon as Kubernetes gives up on the node.
+NODE_LOST_AFTER_FENCED = "5s"
 
 
 class RestartPolicy(Model):
@@ -479,9 +482,10 @@ class RestartPolicy(Model):
         default=None,
         description=(
             f"How long a driver pod stays on a node that is not ready or unreachable (the NoExecute taints "
-            f"node.kubernetes.io/not-ready and /unreachable) before Kubernetes evicts it; unset: {NODE_LOST_AFTER} "
-            "(Kubernetes' own default is 5m). A standby query's evicted driver is then force-deleted once its Lease "
-            "has expired; without standby, after forceDeleteAfter. Applies to drivers started after a change."
+            f"node.kubernetes.io/not-ready and /unreachable) before Kubernetes evicts it; unset: {NODE_LOST_AFTER_FENCED} "
+            f"for a driver that holds the query's Lease (a standby or warm-upgrade query), {NODE_LOST_AFTER} otherwise "
+            "(Kubernetes' own default is 5m). An evicted driver that holds the Lease is then force-deleted once its "
+            "hold has expired; one without, after forceDeleteAfter. Applies to drivers started after a change."
         ),
     )
     in_place_restarts: int = Field(
@@ -495,10 +499,11 @@ class RestartPolicy(Model):
         ),
     )
 
-    @property
-    def node_lost_after_s(self) -> int:
-        """nodeLostAfter in whole seconds (a toleration's tolerationSeconds), the default when unset."""
-        return math.ceil(duration_ms(self.node_lost_after or NODE_LOST_AFTER) / 1000)
+    def node_lost_after_s(self, fenced: bool) -> int:
+        """nodeLostAfter in whole seconds (a toleration's tolerationSeconds); unset, the default for a
+        driver that holds the query's Lease (``fenced``) or not."""
+        default = NODE_LOST_AFTER_FENCED if fenced else NODE_LOST_AFTER
+        return math.ceil(duration_ms(self.node_lost_after or default) / 1000)
 
     @property
     def restart_limit(self) -> int | None:

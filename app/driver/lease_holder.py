@@ -74,8 +74,13 @@ class Holder:
     def renewed(self, sent_at: float) -> None:
         self.last_sent = max(self.last_sent, sent_at)
 
+    @property
+    def deadline(self) -> float:
+        """When the holder must have stopped writing, on its own monotonic clock."""
+        return self.last_sent + self.renew_deadline_s
+
     def expired(self, now: float) -> bool:
-        return now - self.last_sent >= self.renew_deadline_s
+        return now >= self.deadline
 
 
 class _LeaseEnv(EnvSettings):
@@ -213,9 +218,13 @@ class DriverLease:
 
     # --- the holder -------------------------------------------------------------------
 
-    def keep(self, on_lost: Callable[[str], None], code: int) -> None:
+    def keep(self, on_lost: Callable[[str], None], code: int,
+             on_renewed: Callable[[float], None] | None = None) -> None:  # fmt: skip
         """Renew on a thread. Past the deadline: ``on_lost`` (stop the query), and ``code`` as a hard
-        exit FENCE_GRACE_S later if the process is still here."""
+        exit FENCE_GRACE_S later if the process is still here. ``on_renewed`` gets the holder's
+        deadline (time.monotonic) now and after each renewal: the write fence (app.driver.write_fence)."""
+        renewed = on_renewed or (lambda deadline: None)
+        renewed(self.holder.deadline)
 
         def run() -> None:
             while not self._stop.wait(RENEW_EVERY_S):
@@ -227,6 +236,7 @@ class DriverLease:
                         return
                     if self._write(record, self.me, acquired=False):
                         self.holder.renewed(sent)
+                        renewed(self.holder.deadline)
                 except Exception as exc:
                     log.warning("lease %s: renew failed: %s", self.name, exc)
                 if self.holder.expired(self.clock()):

@@ -24,6 +24,7 @@ from app.driver.lease_holder import DriverLease
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.ready import mark_ready
 from app.driver.warmup import running_tasks, warm_up
+from app.driver.write_fence import WriteFence, fenced
 from app.pipeline.credentials import s3_credentials
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.console.lines import committed_summary, progress_line
@@ -247,7 +248,11 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
         spark = get_session(spec, job.doc.name, job.slots)
         stop.install()  # over PySpark's own SIGINT handler (see StopRequest)
     if lease is not None:
-        lease.keep(on_lost=lambda reason: None, code=ExitCode.LEASE_LOST)  # the watch loop acts on job.fence
+        writes = WriteFence.in_session(spark)  # the records themselves stop at the Lease deadline (app.driver.write_fence)
+        if writes is not None:
+            job = replace(job, spec=fenced(job.spec))
+        lease.keep(on_lost=lambda reason: writes and writes.shut(), code=ExitCode.LEASE_LOST,  # the watch loop acts on job.fence
+                   on_renewed=writes.extend_to if writes is not None else None)  # fmt: skip
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(job.rates, job.wake))
     failpoints.arm_signalled_failure()

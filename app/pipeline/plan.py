@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
+from app.contract import WRITER_HEADER
 from app.pipeline.credentials import kafka_auth_options
 from app.pipeline.exactly_once import ExactlyOnceSink
 from app.contract.modes import Mode
+from app.pipeline.credentials import kafka_auth_options
 from app.contract.spec import QuerySpec, Transform, spark_interval
 
 
@@ -90,7 +95,27 @@ def kafka_sink_options(spec: QuerySpec) -> dict[str, str]:
     return options
 
 
+def writer_name() -> str:
+    """This driver: its pod's name (the operator sets POD_NAME), else host and process."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def with_writer_header(df):
+    """Every record the Kafka sink writes says which driver wrote it (header ``streamq.writer``):
+    after a takeover, the output shows that the old driver wrote nothing more (app.driver.write_fence)."""
+    from pyspark.sql import functions as F
+
+    if "headers" in df.columns:  # the query writes headers of its own
+        return df
+    header = F.struct(F.lit(WRITER_HEADER).alias("key"), F.lit(writer_name()).cast("binary").alias("value"))
+    return df.withColumn("headers", F.array(header))
+
+
 def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None, namespace: str | None = None):
+    if spec.sink.kafka is not None and not spec.sink.kafka.exactly_once:
+        # Not on the exactly-once sink: it places each row by a hash of the row, which must not
+        # depend on the driver that replays it.
+        df = with_writer_header(df)
     writer = (
         df.writeStream.queryName(query_name(name, spec))
         .outputMode(spec.effective_output_mode.value)

@@ -3,10 +3,13 @@ a single-broker Kafka, and the streamq operator installed with its Helm chart.""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
 from string import Template
+
+import yaml
 
 from testbed.cluster.base import REPO_ROOT, Cluster, log, streamq_image_ref
 from testbed.wait import wait_for
@@ -22,6 +25,19 @@ KAFKA_SERVICE = f"kafka.{E2E_NAMESPACE}.svc:9092"
 
 def render(name: str, **values: object) -> str:
     return Template((MANIFESTS / name).read_text()).substitute({k: str(v) for k, v in values.items()})
+
+
+def placed(manifest: str, placement: dict) -> str:
+    """The manifest with ``placement`` (Cluster.infra_placement) in each workload's pod spec."""
+    if not placement:
+        return manifest
+    docs = [doc for doc in yaml.safe_load_all(manifest) if doc]
+    for doc in docs:
+        if doc.get("kind") in ("Deployment", "StatefulSet", "DaemonSet"):
+            doc["spec"]["template"]["spec"].update(placement)
+        elif doc.get("kind") == "Pod":
+            doc["spec"].update(placement)
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def _rollout(cluster: Cluster, namespace: str, what: str, timeout: int) -> None:
@@ -66,11 +82,11 @@ def check_dns(cluster: Cluster) -> None:
 def deploy_kafka(cluster: Cluster) -> str:
     """The broker in E2E_NAMESPACE; returns the bootstrap address for clients on this machine."""
     host, port = cluster.kafka_external()
-    cluster.apply(render(
+    cluster.apply(placed(render(
         "kafka.yaml", NAMESPACE=E2E_NAMESPACE, IMAGE=streamq_image_ref(), KAFKA_HOME=cluster.node_kafka_home(),
         KAFKA_DATA=cluster.node_dir("kafka-data"),  # survives the pod: a new broker pod has every record
         EXTERNAL_HOST=host, EXTERNAL_PORT=port,
-    ))  # fmt: skip
+    ), cluster.infra_placement()))  # fmt: skip
     _rollout(cluster, E2E_NAMESPACE, "deployment/kafka", 240)
     if hasattr(cluster, "start_kafka_port_forward"):
         cluster.start_kafka_port_forward(E2E_NAMESPACE)
@@ -93,6 +109,8 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
     image = streamq_image_ref()
     repository, tag = image.rsplit(":", 1)
     t0 = time.monotonic()
+    placement = [arg for key, value in cluster.infra_placement().items()
+                 for arg in ("--set-json", f"operator.{key}={json.dumps(value)}")]  # fmt: skip
     cluster.helm(
         "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"),
         "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
@@ -107,6 +125,7 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
         # Progress read every 5 s instead of 15: the tests wait on it.
         "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
         "--set-string", "operator.extraEnv[0].value=5",
+        *placement,
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")

@@ -108,6 +108,11 @@ class Cluster:
         """Restart the node's ``kubelet`` or ``containerd`` process (down ``down_s`` seconds)."""
         raise NotImplementedError(f"provider {self.provider} cannot restart {name}")
 
+    def infra_placement(self) -> dict[str, Any]:
+        """Pod spec fields that keep the add-ons (Kafka, the operator, DNS) on a node no test stops:
+        none on one node; the control-plane node on a cluster with workers (KindCluster)."""
+        return {}
+
     def diagnostics(self) -> str:
         return ""
 

@@ -50,6 +50,9 @@ APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"
 APISERVER_PARKED = "/etc/kubernetes/kube-apiserver.yaml.stopped"  # outside the kubelet's manifest directory
 
 
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+
+
 def _weed_mount() -> list[dict]:
     """The cached weed binary's directory, for the SeaweedFS pod; none when it was never built
     (then only the s3a:// scenarios fail, saying so: KindCluster.node_weed_dir)."""
@@ -61,13 +64,16 @@ def _weed_mount() -> list[dict]:
         return []
 
 
-def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
+def kind_config(kafka_home_dir: Path | str, kafka_host_port: int, workers: int = 0) -> str:
     """The cluster's kind config: one control-plane node with the Kafka jars mounted,
     loopback:<kafka_host_port> mapped to the node's NodePort for Kafka, and kubeadm
     patches (hack/kind/kubeadm-patches) that take the control plane's CPU requests
     away: on a 2-core machine they would leave no room for a Spark driver (the local
     provider's control plane runs outside any pod and requests nothing either). Its pods
-    get POD_SUBNET, apart from the local provider's, so both can run on one machine."""
+    get POD_SUBNET, apart from the local provider's, so both can run on one machine.
+    ``workers``: that many worker nodes beside it (the multinode tier); the control-plane node
+    keeps its NoSchedule taint then, so queries land on workers and the add-ons, placed on the
+    control-plane node (``infra_placement``), survive a stopped worker."""
     return json.dumps({
         "kind": "Cluster",
         "apiVersion": "kind.x-k8s.io/v1alpha4",
@@ -83,7 +89,7 @@ def kind_config(kafka_home_dir: Path | str, kafka_host_port: int) -> str:
             ],
             "extraPortMappings": [{"containerPort": KAFKA_NODE_PORT, "hostPort": kafka_host_port,
                                    "listenAddress": "127.0.0.1", "protocol": "TCP"}],
-        }],
+        }, *({"role": "worker"} for _ in range(workers))],
     }, indent=2)  # fmt: skip
 
 
@@ -114,8 +120,9 @@ def parse_env_lines(text: str) -> dict[str, str]:
 class KindCluster(Cluster):
     provider = "kind"
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, workers: int = 0) -> None:
         self.name = name or os.environ.get("STREAMQ_KIND_CLUSTER", "streamq-e2e")
+        self.workers = workers
         self.node = f"{self.name}-control-plane"
         self.dir = STATE_DIR / self.name
         self.kubeconfig = self.dir / "kubeconfig"
@@ -160,10 +167,11 @@ class KindCluster(Cluster):
             return
         self.kafka_port = int(state.get("kafka_port") or 0)
         self.tools = state.get("tools") or {}
+        self.workers = int(state.get("workers") or self.workers)
 
     def _save_state(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "state.json").write_text(json.dumps({"kafka_port": self.kafka_port, "tools": self.tools}, indent=2))
+        (self.dir / "state.json").write_text(json.dumps({"kafka_port": self.kafka_port, "tools": self.tools, "workers": self.workers}, indent=2))
 
     # ------------------------------------------------------------------ lifecycle
     def up(self) -> "KindCluster":
@@ -176,7 +184,7 @@ class KindCluster(Cluster):
         self.dir.mkdir(parents=True)
         self.kafka_port = free_port()
         self._save_state()
-        (self.dir / "kind.yaml").write_text(kind_config(kafka_home(), self.kafka_port))
+        (self.dir / "kind.yaml").write_text(kind_config(kafka_home(), self.kafka_port, self.workers))
         t0 = time.monotonic()
         try:
             self._kind("create", "cluster", "--name", self.name, "--image", self.tools["NODE_IMAGE"],
@@ -186,6 +194,9 @@ class KindCluster(Cluster):
             self.load_image(streamq_image_archive())
             # One CoreDNS replica is enough for one node (each asks for 0.1 CPU of the 2).
             self.kubectl("-n", "kube-system", "scale", "deployment/coredns", "--replicas=1")
+            if self.workers:  # DNS on the node no test stops (its manifest tolerates the control plane already)
+                self.kubectl("-n", "kube-system", "patch", "deployment/coredns", "--type=merge", "-p", json.dumps(
+                    {"spec": {"template": {"spec": {"nodeSelector": self.infra_placement()["nodeSelector"]}}}}))  # fmt: skip
             wait_for(lambda: self.kubectl("-n", "kube-system", "rollout", "status", "deployment/coredns",
                                           "--timeout=10s", check=False).returncode == 0, 240,
                      lambda: "CoreDNS\n" + self.diagnostics(), interval=2, ignore=(Exception,))  # fmt: skip
@@ -199,23 +210,27 @@ class KindCluster(Cluster):
         log(f"kind cluster {self.name} up in {time.monotonic() - t0:.0f}s (kubeconfig {self.kubeconfig})")
         return self
 
-    def pod_network_route(self) -> list[str]:
-        """`ip route` arguments that send the node's pod subnet through the node's container:
-        the e2e Prometheus on this machine scrapes pods by their IPs, as it does on the local node."""
-        subnet = self.kubectl("get", "nodes", "-o", "jsonpath={.items[0].spec.podCIDR}").stdout.strip()
-        node_ip = self.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                              self.node).stdout.split()[0]  # fmt: skip
-        return [subnet, "via", node_ip]
+    def pod_network_routes(self) -> list[list[str]]:
+        """`ip route` arguments that send each node's pod subnet through that node's container: the
+        e2e Prometheus on this machine scrapes pods by their IPs, as it does on the local node, and a
+        pod's packets to a server on this machine (the multinode tier's object store) find their way back."""
+        out = self.kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.podCIDR}{'\\n'}{end}").stdout
+        routes = []
+        for node, subnet in (line.split() for line in out.splitlines() if len(line.split()) == 2):
+            node_ip = self.docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                                  node).stdout.split()[0]  # fmt: skip
+            routes.append([subnet, "via", node_ip])
+        return routes
 
     def route_pod_network(self) -> None:
-        route = self.pod_network_route()
-        taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
-        if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
-            log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
-                "Prometheus on this machine cannot scrape this cluster's pods")
-            return
-        done = run(["ip", "route", "replace", *route], check=False)
-        log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
+        for route in self.pod_network_routes():
+            taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
+            if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
+                log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
+                    "Prometheus on this machine cannot scrape this cluster's pods")
+                continue
+            done = run(["ip", "route", "replace", *route], check=False)
+            log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
 
     def down(self) -> None:
         """Deletes the cluster; stops our own Docker engine when nothing else runs in it."""
@@ -228,7 +243,8 @@ class KindCluster(Cluster):
                     self.tools = {"KIND": str(kind), **parse_env_lines(engine.stdout.replace("export ", ""))}
             if self.tools:
                 try:
-                    run(["ip", "route", "del", *self.pod_network_route()], check=False)
+                    for route in self.pod_network_routes():
+                        run(["ip", "route", "del", *route], check=False)
                 except Exception:  # noqa: BLE001 - no cluster, no route
                     pass
                 self._kind("delete", "cluster", "--name", self.name, check=False)
@@ -243,6 +259,31 @@ class KindCluster(Cluster):
         log(f"loaded {archive.name} ({archive.stat().st_size >> 20} MiB) into the node in {time.monotonic() - t0:.0f}s")
 
     # ------------------------------------------------------------------ node operations
+    def infra_placement(self) -> dict:
+        if not self.workers:
+            return {}
+        return {"nodeSelector": {CONTROL_PLANE_ROLE: ""},
+                "tolerations": [{"key": CONTROL_PLANE_ROLE, "operator": "Exists", "effect": "NoSchedule"}]}  # fmt: skip
+
+    def worker_nodes(self) -> list[str]:
+        """kind's names for the workers: <name>-worker, <name>-worker2, ..."""
+        return [f"{self.name}-worker{i if i > 1 else ''}" for i in range(1, self.workers + 1)]
+
+    def pause_node(self, node: str) -> None:
+        """Freeze a node's container (kubelet, containerd and every pod's processes) without warning:
+        to the cluster, a node that stopped answering; to its processes, no time passes."""
+        self.docker("pause", node)
+        log(f"node {node} paused")
+
+    def unpause_node(self, node: str) -> None:
+        self.docker("unpause", node)
+        log(f"node {node} unpaused")
+
+    def network_gateway(self) -> str:
+        """This machine's address on kind's Docker network: pods reach a server here through it."""
+        out = self.docker("network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").stdout
+        return next(ip for ip in out.split() if ":" not in ip)  # the IPv4 one
+
     def node_dir_root(self) -> str:
         return NODE_HOSTPATH_DIR
 
@@ -362,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
     parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
     parser.add_argument("--no-sample", action="store_true", help="no fraud-filter query")
+    parser.add_argument("--workers", type=int, default=0, help="worker nodes beside the control-plane node")
     args = parser.parse_args(argv)
-    cluster = KindCluster(args.name)
+    cluster = KindCluster(args.name, workers=args.workers)
     if args.command == "down":
         cluster.down()
         return 0

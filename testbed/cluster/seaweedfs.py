@@ -13,7 +13,7 @@ import urllib.request
 from base64 import b64decode
 from dataclasses import dataclass, field
 
-from testbed.cluster.addons import E2E_NAMESPACE, _rollout, render
+from testbed.cluster.addons import E2E_NAMESPACE, _rollout, placed, render
 from testbed.cluster.base import Cluster, log, streamq_image_ref
 from testbed.wait import wait_for
 
@@ -69,10 +69,10 @@ def deploy_seaweedfs(cluster: Cluster) -> ObjectStore:
         access, secret = data["accessKeyId"], data["secretAccessKey"]
     else:
         access, secret = "streamq" + secrets.token_hex(4), secrets.token_hex(20)
-    cluster.apply(render(
+    cluster.apply(placed(render(
         "seaweedfs.yaml", NAMESPACE=E2E_NAMESPACE, IMAGE=streamq_image_ref(), WEED_DIR=cluster.node_weed_dir(),
         SECRET=S3_SECRET, BUCKET=S3_BUCKET, ACCESS_KEY=access, SECRET_KEY=secret,
-    ))  # fmt: skip
+    ), cluster.infra_placement()))  # fmt: skip
     _rollout(cluster, E2E_NAMESPACE, "deployment/seaweedfs", 180)
     forward = None
     if isinstance(cluster, LocalCluster):  # the host routes to the pod bridge

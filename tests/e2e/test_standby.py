@@ -25,7 +25,7 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     pod = json.loads(sq.kubectl("get", "pod", standby, "-o", "json").stdout)
     assert "affinity" not in pod["spec"] and pod["spec"]["nodeName"] == active["spec"]["nodeName"]
     assert {t["key"]: t["tolerationSeconds"] for t in pod["spec"]["tolerations"] if t.get("effect") == "NoExecute"} == {
-        "node.kubernetes.io/not-ready": 30, "node.kubernetes.io/unreachable": 30}  # restartPolicy.nodeLostAfter unset
+        "node.kubernetes.io/not-ready": 5, "node.kubernetes.io/unreachable": 5}  # nodeLostAfter unset, the Lease held
 
     def budget() -> dict | None:
         status = json.loads(sq.kubectl("get", "poddisruptionbudget", f"{name}-drivers", "-o", "json").stdout).get("status") or {}

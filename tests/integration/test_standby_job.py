@@ -20,6 +20,7 @@ from testbed.kube import write_kubeconfig
 from tests.support.proxy import CuttableProxy
 from testbed.specs import flagged, query_spec, write_resource
 from testbed.wait import wait_for
+from tests.support.writers import written, written_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -166,3 +167,31 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
         _check_output(kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later")
         assert took_lease < DURATION_S - 1, took_lease  # released, not expired
         assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
+
+
+def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+    """A paused node, in one process group: SIGSTOP freezes the active driver (Python and its JVM)
+    mid-stream; the standby takes over once the Lease has expired; SIGCONT wakes every thread of
+    the old driver at once, its writing tasks among them. The write fence (app/driver/write_fence.py)
+    refuses their records: none of the old driver's records was handed to its producer after the freeze."""
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
+        before = written(kafka_broker.bootstrap, sink)
+        assert before and {r.writer for r in before} == {"standby-driver-1"}, {r.writer for r in before}
+        active.freeze()
+        frozen_at = time.time()
+        try:
+            wait_for(lambda: any(r.writer == "standby-driver-2" for r in written(kafka_broker.bootstrap, sink)), 120,
+                     lambda: "output of the standby\n" + standby.log()[-3000:])  # fmt: skip
+            took_over = time.time() - frozen_at
+            time.sleep(3)  # the standby writes on while the old driver is woken up
+        finally:
+            active.thaw()
+        code = active.wait(60)  # fenced: it stops by itself
+        time.sleep(3)  # anything its producer still held has been sent by now
+        producer.stop()
+        late = written_after(written(kafka_broker.bootstrap, sink), "standby-driver-1", frozen_at + 0.5)
+        print(f"frozen driver: standby's first output {took_over:.1f}s after the freeze; the old one exited {code} "
+              f"after waking up; {len(late)} of its records created after the freeze")  # fmt: skip
+        assert late == [], f"the frozen driver wrote {len(late)} records after waking up, e.g. {late[:3]}"
+        assert code != 0, active.log()[-3000:]
+        _check_output(kafka_broker, sink, producer, "frozen active driver")

@@ -66,6 +66,10 @@ class _Writer:
 
 
 class _Frame:
+    # Headers of its own: build_writer leaves them be instead of adding the writer header (which
+    # needs Spark; tests/integration/test_standby_job.py reads it back).
+    columns = ["key", "value", "headers"]
+
     def __init__(self):
         self.writeStream = _Writer()
 

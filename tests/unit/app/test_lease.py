@@ -51,6 +51,7 @@ def test_a_holder_expires_from_when_its_last_good_renew_was_sent():
     h.renewed(sent_at=10.5)  # an older answer arriving late does not move the deadline back
     assert not h.expired(11.0 + RENEW_DEADLINE_S - 0.01)
     assert h.expired(11.0 + RENEW_DEADLINE_S)
+    assert h.deadline == 11.0 + RENEW_DEADLINE_S  # what the write fence is armed with (app.driver.write_fence)
 
 
 def test_the_timings_leave_the_holder_gone_before_anyone_may_take_over():

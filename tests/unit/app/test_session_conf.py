@@ -11,6 +11,7 @@ def test_slots_and_user_conf(monkeypatch, tmp_path):
     (tmp_path / "spark-sql-kafka.jar").write_text("")
     monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path))
     monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("STREAMQ_FENCE_JARS_DIR", str(tmp_path / "none"))
     spec = validate_spec(with_change(query_spec(), "runtime", {"parallelism": 6, "sparkConf": {"spark.ui.enabled": "true"}}))
     conf = session.spark_conf(spec)
     assert conf["spark.master"] == "local[6]"
@@ -46,14 +47,15 @@ def test_spark_ui_is_off_unless_the_spec_asks_then_serves_ui_and_metrics_on_4040
     assert f"metrics_{conf['spark.metrics.namespace']}_driver_spark_streaming_" in relabel
 
 
-def test_the_s3a_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
-    (tmp_path / "kafka").mkdir()
-    (tmp_path / "kafka" / "spark-sql-kafka.jar").write_text("")
-    (tmp_path / "s3a").mkdir()
-    (tmp_path / "s3a" / "hadoop-aws-3.5.0.jar").write_text("")
+def test_the_s3a_and_fence_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
+    jars = {"kafka": "spark-sql-kafka.jar", "s3a": "hadoop-aws-3.5.0.jar", "fence": "streamq-fence.jar"}
+    for folder, jar in jars.items():
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / jar).write_text("")
     monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path / "kafka"))
     monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "s3a"))
-    assert session.connector_jars() == [str(tmp_path / "kafka" / "spark-sql-kafka.jar"), str(tmp_path / "s3a" / "hadoop-aws-3.5.0.jar")]
+    monkeypatch.setenv("STREAMQ_FENCE_JARS_DIR", str(tmp_path / "fence"))
+    assert session.connector_jars() == [str(tmp_path / folder / jar) for folder, jar in jars.items()]
 
 
 S3_CHECKPOINT = {

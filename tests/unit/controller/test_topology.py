@@ -39,6 +39,16 @@ def test_drivers_tolerate_a_lost_node_for_node_lost_after(value, seconds):
         ]  # fmt: skip
 
 
+@pytest.mark.parametrize("value, seconds", [(None, 5), ("2m", 120)])
+def test_a_driver_that_holds_the_lease_leaves_a_lost_node_sooner_unless_told(value, seconds):
+    """Fenced by its Lease (app/driver/write_fence.py), it writes nothing once its hold lapses: its replacement may
+    start as soon as Kubernetes gives up on the node."""
+    spec = base_spec(**STANDBY, **({"restartPolicy.nodeLostAfter": value} if value else {}))
+    run = run_of(spec)
+    assert render.lease_access.needs_lease(run)
+    assert {t["tolerationSeconds"] for t in render.driver_pod(run, SETTINGS)["spec"]["tolerations"]} == {seconds}
+
+
 def test_node_lost_after_unset_changes_no_running_drivers_hash_nor_document():
     spec = base_spec()
     parsed = validate_spec(spec)

@@ -1,0 +1,82 @@
+"""The multinode tier (``hack/test.sh -m multinode``): a kind cluster with two workers, where a
+worker is stopped for real (its node container paused) under a running query.
+
+``cluster``       a KindCluster with 2 workers: Kafka, DNS and the operator on the control-plane
+                  node (which keeps its NoSchedule taint), queries on the workers
+``object_store``  SeaweedFS on this machine at kind's network gateway, with one access key pair in
+                  the Secret ``streamq-s3`` of the e2e namespace: the checkpoints, which every
+                  node reaches (a node's own disk dies with it)
+
+STREAMQ_MULTINODE_KEEP=1 leaves the cluster up after the run and uses it again next time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Iterator
+
+import pytest
+
+from testbed.cluster.addons import E2E_NAMESPACE
+from testbed.cluster.workload import FIGURES, LOG_DIR, Kafka
+from testbed.seaweedfs import SeaweedS3
+
+WORKERS = 2
+S3_SECRET = "streamq-s3"
+BUCKET = "streamq-checkpoints"
+
+
+def _keep() -> bool:
+    return os.environ.get("STREAMQ_MULTINODE_KEEP") == "1"
+
+
+@pytest.fixture(scope="package")
+def cluster():
+    from testbed.cluster.addons import setup
+    from testbed.cluster.kind import KindCluster
+
+    c = KindCluster(os.environ.get("STREAMQ_MULTINODE_CLUSTER", "streamq-multinode"), workers=WORKERS)
+    if _keep() and c.kubeconfig.exists() and c.kafka_port:
+        c.kafka_bootstrap = f"127.0.0.1:{c.kafka_port}"  # up from an earlier run, add-ons included
+        yield c
+        return
+    t0 = time.monotonic()
+    c.up()
+    try:
+        c.kafka_bootstrap = setup(c)
+        FIGURES.append(("session", f"kind with {WORKERS} workers: cluster, Kafka and operator ready in {time.monotonic() - t0:.0f}s"))
+        yield c
+    finally:
+        if not _keep():
+            c.down()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def figures_file() -> Iterator[None]:
+    """The run's figures as JSON in the log folder (docs/benchmarks.md cites them from bench/results/)."""
+    yield
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    out = LOG_DIR / "multinode-figures.json"
+    out.write_text(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "figures": [{"test": t, "line": line} for t, line in FIGURES]}, indent=2) + "\n")  # fmt: skip
+    print(f"\nmultinode figures: {out}")
+
+
+@pytest.fixture(scope="package")
+def kafka(cluster) -> Iterator[Kafka]:
+    yield Kafka(cluster.kafka_bootstrap)
+
+
+@pytest.fixture(scope="package")
+def object_store(cluster, tmp_path_factory) -> Iterator[SeaweedS3]:
+    store = SeaweedS3(workdir=tmp_path_factory.mktemp("seaweedfs"), ip=cluster.network_gateway()).start()
+    try:
+        store.create_bucket(BUCKET)
+        cluster.kubectl("-n", E2E_NAMESPACE, "delete", "secret", S3_SECRET, "--ignore-not-found")
+        cluster.kubectl("-n", E2E_NAMESPACE, "create", "secret", "generic", S3_SECRET,
+                        *(f"--from-literal={k}={v}" for k, v in store.keys().items()))  # fmt: skip
+        yield store
+    finally:
+        store.stop()
