@@ -298,7 +298,7 @@ class _Attempt:
         spec, name = job.spec, job.doc.name
         try:
             df = build_dataframe(spark, spec, starting_offsets)
-            self.query = build_writer(df, name, spec, namespace=self.doc.namespace).start()
+            self.query = build_writer(df, name, spec, namespace=self.job.doc.namespace).start()
         except Exception as exc:  # Spark's analyser speaks through several exception types
             return classify(exc), one_line(str(exc))
         log.info("query %s started in %s mode (id %s, checkpoint %s)", name, spec.mode, self.query.id, spec.checkpoint.location)
