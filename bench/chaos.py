@@ -4,13 +4,17 @@ steady rate for the whole run, and every few minutes one real fault from the e2e
     .venv/bin/python -m bench.chaos                               # 30 min, 30 payments/s, a fault every ~180 s
     .venv/bin/python -m bench.chaos --minutes 10 --every 120 --seed 7 --faults driver-pod-deleted,broker-pod-deleted
     .venv/bin/python -m bench.chaos --standby                     # the query keeps a warm standby driver
+    STREAMQ_E2E_PROVIDER=kind STREAMQ_KIND_CLUSTER=streamq-multinode .venv/bin/python -m bench.chaos --workers 2 --faults node-paused
+                                                                  # kind with 2 workers: the driver's node frozen for NODE_DOWN_S
 
 The cluster is the one STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP name (left up),
 else one brought up as the e2e ``cluster`` fixture does and torn down at the end (also on ^C
 or SIGTERM). The faults are the tests' own mechanics (tests/e2e/test_recovery.py,
 test_faults_broker.py, test_faults_control_plane.py); the kubelet, containerd and apiserver
 faults need a cluster this process brought up (the local node's daemons, or the kind node's
-systemd and static pods), not one named by STREAMQ_E2E_KUBECONFIG.
+systemd and static pods), not one named by STREAMQ_E2E_KUBECONFIG. ``node-paused`` needs a kind
+cluster with workers (--workers, or one left up by the multinode tier: STREAMQ_KIND_CLUSTER names
+it); the query's checkpoint is then in SeaweedFS on this machine, which every node reaches.
 
 Per fault: the seconds until the query is Running again (not Degraded; after a driver fault,
 on a later attempt) and until the output topic holds a flagged record of a payment produced
@@ -30,6 +34,7 @@ import os
 import random
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -42,11 +47,15 @@ from bench import report
 from bench.common import ROOT, LoadSampler, git_commit, log, machine, now_iso, write_results
 from testbed.cluster import choose_provider, create_cluster
 from testbed.cluster.addons import OPERATOR_NAMESPACE, setup
-from testbed.cluster.workload import Kafka, Output, Queries, condition, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
+from testbed.cluster.workload import (NAMESPACE, Kafka, Output, Queries, condition, flagged, fraud_spec, fraud_spec_s3, kafka_pod,
+                                     payments, reconnect_kafka, wait_output)
 from testbed.wait import WaitTimeout, wait_for
 
 ANY_CLUSTER = ("driver-pod-deleted", "driver-container-killed", "broker-pod-deleted", "operator-pod-killed")
 OWN_NODE = ("kubelet-restarted", "containerd-restarted", "apiserver-stopped-60s")
+SEVERAL_NODES = ("node-paused",)
+NODE_DOWN_S = 90  # how long the paused node stays down: past a replacement without standby (64 s measured)
+S3_SECRET, S3_BUCKET = "streamq-s3", "streamq-checkpoints"
 JITTER = 0.2
 APISERVER_DOWN_S = 60
 TAIL = 60  # payments after the producer stops: the last epoch in flight gets committed behind them
@@ -56,9 +65,9 @@ OPERATOR_PODS = "app.kubernetes.io/component=operator"  # the chart's label on t
 # ---------------------------------------------------------------------- pure parts
 
 
-def allowed_faults(own_node: bool) -> list[str]:
+def allowed_faults(own_node: bool, several_nodes: bool = False) -> list[str]:
     """The faults this cluster can take: the node's daemons only on a cluster this process brought up."""
-    return [*ANY_CLUSTER, *(OWN_NODE if own_node else ())]
+    return [*ANY_CLUSTER, *(OWN_NODE if own_node else ()), *(SEVERAL_NODES if several_nodes else ())]
 
 
 def pick_faults(requested: str | None, allowed: list[str]) -> list[str]:
@@ -66,9 +75,9 @@ def pick_faults(requested: str | None, allowed: list[str]) -> list[str]:
     if not requested:
         return list(allowed)
     names = [n.strip() for n in requested.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ANY_CLUSTER + OWN_NODE]
+    unknown = [n for n in names if n not in ANY_CLUSTER + OWN_NODE + SEVERAL_NODES]
     if unknown:
-        raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(ANY_CLUSTER + OWN_NODE)}")
+        raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(ANY_CLUSTER + OWN_NODE + SEVERAL_NODES)}")
     refused = [n for n in names if n not in allowed]
     if refused:
         raise ValueError(f"only on a cluster this run brings up (not one named by STREAMQ_E2E_KUBECONFIG): "
@@ -187,6 +196,7 @@ class Injected:
     ready: Callable[[], bool] | None = None  # must also hold before the query counts as Running again
     restore: Callable[[], None] | None = None  # ends a fault that lasts restore_after_s
     restore_after_s: float = 0
+    running_while_down: bool = False  # the status is read during the fault (not so while the apiserver is away)
 
 
 def _driver(run: Run, kill: bool) -> Injected:
@@ -226,6 +236,16 @@ def _apiserver(run: Run) -> Injected:
     return Injected(f"down {APISERVER_DOWN_S} s", restore=run.cluster.start_apiserver, restore_after_s=APISERVER_DOWN_S)
 
 
+def _node(run: Run) -> Injected:
+    """The driver's node frozen (docker pause of its kind node) for NODE_DOWN_S, then back."""
+    attempt = run.sq.status(run.name).get("attempt", 0)
+    pod = run.sq.driver_pod(run.name)
+    node = pod["spec"]["nodeName"]
+    run.cluster.pause_node(node)
+    return Injected(f"node {node} of driver {pod['metadata']['name']} paused {NODE_DOWN_S} s", since_attempt=attempt,
+                    restore=lambda: run.cluster.unpause_node(node), restore_after_s=NODE_DOWN_S, running_while_down=True)
+
+
 def _restart(run: Run, component: str) -> Injected:
     run.cluster.restart_node_component(component)  # returns once it answers again
     return Injected()
@@ -239,6 +259,7 @@ FAULTS: dict[str, Callable[[Run], Injected]] = {
     "kubelet-restarted": lambda run: _restart(run, "kubelet"),
     "containerd-restarted": lambda run: _restart(run, "containerd"),
     "apiserver-stopped-60s": _apiserver,
+    "node-paused": _node,
 }
 
 
@@ -263,7 +284,7 @@ def recover(run: Run, injected: Injected, t0: float, first_new_id: int, timeout:
         if injected.restore is not None and time.monotonic() - t0 >= injected.restore_after_s:
             restore, injected.restore = injected.restore, None
             restore()
-        if "running" not in marks and injected.restore is None and _try(running):  # no status while the apiserver is away
+        if "running" not in marks and (injected.restore is None or injected.running_while_down) and _try(running):
             marks["running"] = round(time.monotonic() - t0, 1)
         if "output" not in marks and _try(grew):
             marks["output"] = round(time.monotonic() - t0, 1)
@@ -305,9 +326,17 @@ def one_fault(run: Run, number: int, fault: str, t_start: float, timeout: float)
 
 
 @contextlib.contextmanager
-def bench_cluster(provider: str) -> Iterator[Any]:
-    """The e2e ``cluster`` fixture's cluster: the named one (left up), or a new one (torn down)."""
+def bench_cluster(provider: str, workers: int = 0) -> Iterator[Any]:
+    """The e2e ``cluster`` fixture's cluster: the named one (left up), or a new one (torn down).
+    ``workers``: a kind cluster with that many workers; one left up by the multinode tier
+    (STREAMQ_KIND_CLUSTER names it) is used as it is."""
     c = create_cluster(provider)
+    if workers:
+        if c.workers and c.kubeconfig.exists():  # up from the multinode tier (STREAMQ_MULTINODE_KEEP=1)
+            c.kafka_bootstrap = f"127.0.0.1:{c.kafka_port}"
+            yield c
+            return
+        c.workers = workers
     if os.environ.get("STREAMQ_E2E_KUBECONFIG"):
         c.kubeconfig = Path(os.environ["STREAMQ_E2E_KUBECONFIG"])
         c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
@@ -341,7 +370,7 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
     sampler.start()
     load_since = None  # the load while payments flow, without the cluster's start
     try:
-        with bench_cluster(provider) as cluster:
+        with bench_cluster(provider, args.workers) as cluster, contextlib.ExitStack() as stack:
             kafka = Kafka(cluster.kafka_bootstrap)
             sq = Queries(cluster, "chaos")
             name = sq.name("chaos")
@@ -354,7 +383,12 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
                 extra.update({"runtime.standby": True, "runtime.driver.coreRequest": "250m"})
             feed = Feed(kafka, source, args.rate)
             try:
-                sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name), **extra))
+                if getattr(cluster, "workers", 0):  # a node's own directory dies with it: the store on this machine
+                    store = cluster.host_object_store(Path(tempfile.mkdtemp(prefix="chaos-s3-")), NAMESPACE, S3_SECRET, S3_BUCKET)
+                    stack.callback(store.stop)
+                    sq.apply(name, fraud_spec_s3(source, sink, name, store, S3_BUCKET, S3_SECRET, **extra))
+                else:
+                    sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name), **extra))
                 sq.wait_running(name, timeout=420)
                 feed.start()
                 t_start, load_since = time.monotonic(), time.time()
@@ -402,9 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=30.0, help="payments/s (a third are flagged)")
     parser.add_argument("--every", type=float, default=180.0, help=f"seconds between faults, +-{JITTER * 100:.0f}%% jitter")
     parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one, recorded)")
-    parser.add_argument("--faults", default=None, help=f"comma-separated subset of: {', '.join(ANY_CLUSTER + OWN_NODE)} "
+    parser.add_argument("--faults", default=None, help=f"comma-separated subset of: {', '.join(ANY_CLUSTER + OWN_NODE + SEVERAL_NODES)} "
                                                        "(default: every one the cluster can take)")  # fmt: skip
     parser.add_argument("--standby", action="store_true", help="spec.runtime.standby: a warm standby driver")
+    parser.add_argument("--workers", type=int, default=0, help="kind only: worker nodes (node-paused needs them)")
     parser.add_argument("--recovery-timeout", type=float, default=600.0, help="seconds each fault's recovery may take")
     parser.add_argument("--drain-timeout", type=float, default=900.0, help="seconds for the sink to hold every flagged payment")
     args = parser.parse_args(argv)
@@ -414,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("STREAMQ_E2E_KUBECONFIG") and not os.environ.get("STREAMQ_E2E_KAFKA_BOOTSTRAP"):
         parser.error("STREAMQ_E2E_KUBECONFIG needs STREAMQ_E2E_KAFKA_BOOTSTRAP (hack/e2e-cluster.sh up prints both)")
     try:  # checked before a cluster start of several minutes
-        faults = pick_faults(args.faults, allowed_faults(own_node=not os.environ.get("STREAMQ_E2E_KUBECONFIG")))
+        faults = pick_faults(args.faults, allowed_faults(own_node=not os.environ.get("STREAMQ_E2E_KUBECONFIG"),
+                                                         several_nodes=args.workers > 0))  # fmt: skip
     except ValueError as exc:
         parser.error(str(exc))
     signal.signal(signal.SIGTERM, _interrupt)

@@ -279,6 +279,23 @@ class KindCluster(Cluster):
         self.docker("unpause", node)
         log(f"node {node} unpaused")
 
+    def host_object_store(self, workdir: Path, namespace: str, secret: str, bucket: str):
+        """SeaweedFS on this machine at kind's network gateway, which pods on every node reach (a node's
+        own disk dies with it), with ``bucket`` made and its key pair in the Secret ``secret`` of
+        ``namespace``. The caller stops it (``.stop()``)."""
+        from testbed.seaweedfs import SeaweedS3
+
+        store = SeaweedS3(workdir=workdir, ip=self.network_gateway()).start()
+        try:
+            store.create_bucket(bucket)
+            self.kubectl("-n", namespace, "delete", "secret", secret, "--ignore-not-found")
+            self.kubectl("-n", namespace, "create", "secret", "generic", secret,
+                         *(f"--from-literal={k}={v}" for k, v in store.keys().items()))  # fmt: skip
+        except BaseException:
+            store.stop()
+            raise
+        return store
+
     def network_gateway(self) -> str:
         """This machine's address on kind's Docker network: pods reach a server here through it."""
         out = self.docker("network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").stdout

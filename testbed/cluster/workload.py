@@ -285,6 +285,14 @@ def fraud_spec(source: str, sink: str, checkpoint_dir: str | None, **extra: Any)
                       topic=source, sink_topic=sink, location="/checkpoints/query", **extra)  # fmt: skip
 
 
+def fraud_spec_s3(source: str, sink: str, name: str, store: Any, bucket: str, secret: str, **extra: Any) -> dict[str, Any]:
+    """fraud_spec with its checkpoint in an S3-compatible store (``store``: testbed.seaweedfs.SeaweedS3)
+    at s3a://<bucket>/<namespace>/<name>: a checkpoint every node reaches."""
+    return query_spec(E2E_QUERY, bootstrap=KAFKA_SERVICE, topic=source, sink_topic=sink,
+                      location=f"s3a://{bucket}/{NAMESPACE}/{name}", **{"checkpoint.s3": store.s3_block(secret)},
+                      **extra)  # fmt: skip
+
+
 def event_time(event: dict[str, Any]) -> str:
     """When an event last happened (RFC 3339, UTC: sorts as text)."""
     return (event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")

@@ -71,12 +71,8 @@ def kafka(cluster) -> Iterator[Kafka]:
 
 @pytest.fixture(scope="package")
 def object_store(cluster, tmp_path_factory) -> Iterator[SeaweedS3]:
-    store = SeaweedS3(workdir=tmp_path_factory.mktemp("seaweedfs"), ip=cluster.network_gateway()).start()
+    store = cluster.host_object_store(tmp_path_factory.mktemp("seaweedfs"), E2E_NAMESPACE, S3_SECRET, BUCKET)
     try:
-        store.create_bucket(BUCKET)
-        cluster.kubectl("-n", E2E_NAMESPACE, "delete", "secret", S3_SECRET, "--ignore-not-found")
-        cluster.kubectl("-n", E2E_NAMESPACE, "create", "secret", "generic", S3_SECRET,
-                        *(f"--from-literal={k}={v}" for k, v in store.keys().items()))  # fmt: skip
         yield store
     finally:
         store.stop()

@@ -21,9 +21,7 @@ import time
 
 import pytest
 
-from testbed.cluster.addons import KAFKA_SERVICE
-from testbed.cluster.workload import E2E_QUERY, NAMESPACE, figure, flagged, payments, standby_waiting, wait_output
-from testbed.specs import query_spec
+from testbed.cluster.workload import figure, flagged, fraud_spec_s3, payments, standby_waiting, wait_output
 from testbed.wait import wait_for
 from tests.e2e.multinode.conftest import BUCKET, S3_SECRET
 from tests.support.writers import written, written_after
@@ -37,9 +35,7 @@ RUNS = 3
 def s3_fraud_spec(store, source: str, sink: str, name: str, **extra) -> dict:
     """The fraud filter in continuous mode, its checkpoint in the object store (one bucket: SeaweedFS
     gives every bucket volumes of its own, and a small store runs out of them)."""
-    return query_spec(E2E_QUERY, bootstrap=KAFKA_SERVICE, topic=source, sink_topic=sink,
-                      location=f"s3a://{BUCKET}/{NAMESPACE}/{name}", **{"checkpoint.s3": store.s3_block(S3_SECRET)},
-                      **extra)  # fmt: skip
+    return fraud_spec_s3(source, sink, name, store, BUCKET, S3_SECRET, **extra)
 
 
 def _pod(sq, name: str) -> dict:
