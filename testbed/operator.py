@@ -269,6 +269,15 @@ class Cluster:
                                    "restartCount": 0, "started": True, "state": {"running": {"startedAt": t}}}],
         })  # fmt: skip
 
+    def pod_cannot_pull(self, pod: str, container: str = names.DRIVER_CONTAINER) -> None:
+        """Its image cannot be pulled (a tag that does not exist): Pending, the container waiting."""
+        self._patch_pod_status(pod, {
+            "phase": "Pending",
+            "containerStatuses": [{"name": container, "image": JOB_IMAGE, "imageID": "", "ready": False,
+                                   "restartCount": 0, "started": False, "state": {"waiting": {
+                                       "reason": "ErrImagePull", "message": "failed to pull image: not found"}}}],
+        })  # fmt: skip
+
     def pod_dies(self, pod: str, exit_code: int, message: str, container: str = names.DRIVER_CONTAINER) -> None:
         t = now()
         self._patch_pod_status(pod, {

@@ -1,7 +1,7 @@
 """Warm upgrades against a real kube-apiserver, the test playing the kubelet (no Spark runs): a spec
 change starts the new spec's driver beside the running one; once it is Ready the old one is deleted
 and the new one is the current driver. A quota that refuses the second driver means a plain restart,
-said in an event."""
+said in an event. A new driver that cannot start leaves the old one running, and says why."""
 
 from __future__ import annotations
 
@@ -69,3 +69,22 @@ def test_a_quota_without_room_for_the_second_driver_falls_back_to_a_restart(clus
     pod = wait_for(lambda: next((p for p in cluster.driver_pods("q") if p.metadata.name != "q-driver-1"), None), 90,
                    "the new spec's driver")  # fmt: skip
     assert "streamq.io/role" not in (pod.metadata.labels or {})  # started cold, not as a standby
+
+
+def test_a_new_driver_that_cannot_start_leaves_the_old_one_running_and_says_why(cluster, start_operator):
+    start_operator()
+    cluster.apply("q", query_spec(RATE_TO_CONSOLE))
+    cluster.wait_driver("q", 1)
+    cluster.pod_runs("q-driver-1")
+    cluster.wait_phase("q", "Running")
+
+    cluster.patch_spec("q", CHANGE)
+    cluster.wait_driver("q", 2)
+    cluster.pod_cannot_pull("q-driver-2")  # a bad image, as the kubelet would say it
+    event = cluster.wait_event("q", "UpgradeFailed", timeout=60)
+    assert "ErrImagePull" in event.message, event.message
+    status = cluster.wait_status("q", lambda s: (s.get("upgrade") or {}).get("state") == "Failed", 30, "the upgrade failed")
+    assert status["driver"] == "q-driver-1" and status["phase"] == "Running", status
+    degraded = cluster.condition("q", "Degraded")
+    assert degraded["status"] == "True" and degraded["reason"] == "UpgradeFailed", degraded
+    wait_for(lambda: _names(cluster, "q") == ["q-driver-1"], 30, "the new driver deleted, the old one running on")
