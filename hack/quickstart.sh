@@ -160,7 +160,11 @@ up() {
   log "operator: release $RELEASE in $NS, serving $NS ($((SECONDS - t0)) s)"
 
   manifest kafka.yaml | kn apply -f - >/dev/null
+  # payments.py and the two modules of devtools it runs (the image carries no devtools):
+  # payments-feed.yaml mounts them as /opt/quickstart/{payments.py,devtools/}
   kn create configmap quickstart-payments --from-file=payments.py="$ROOT/manifests/quickstart/payments.py" \
+    --from-file=devtools-init.py="$ROOT/devtools/__init__.py" --from-file=devtools-payments.py="$ROOT/devtools/payments.py" \
+    --from-file=devtools-payments-io.py="$ROOT/devtools/payments_io.py" \
     --dry-run=client -o yaml | kn apply -f - >/dev/null
   kn rollout status deployment/kafka --timeout="${TIMEOUT}s" >&2 || { diagnose; die "the Kafka broker did not start"; }
   # The feed creates the topics it needs before it sends (payments.py); they are waited for

@@ -5,8 +5,9 @@ from the ConfigMap quickstart-payments):
     python payments.py feed [--rate N]   payments into "payments" until stopped
     python payments.py watch             each flagged payment as it arrives, with its latency
 
-The feed and the reader are streamq's own (`streamq dev`, app.dev): the same payments, the
-same lines. Two partitions: the sample's 4 task slots must exceed them (continuous mode).
+The feed and the reader are `make dev`'s (devtools.payments_io, mounted beside this file from
+the same ConfigMap as the package devtools: the image carries no devtools): the same payments,
+the same lines. Two partitions: the sample's 4 task slots must exceed them (continuous mode).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import sys
 import threading
 
-from devtools.loop import Screen, feed, read_flagged
+from devtools.payments_io import Screen, feed, read_flagged
 
 SOURCE, SINK = "payments", "payments-flagged"
 PARTITIONS = {SOURCE: 2, SINK: 1}
