@@ -11,62 +11,61 @@ from __future__ import annotations
 from app.contract import GROUP, PLURAL
 from controller.kube import SPARK_GROUP, SPARK_PLURAL
 
-# (apiGroup, resource, verb) -> (module of controller/, the text of the call there)
-OPERATOR_ACCESS: dict[tuple[str, str, str], tuple[str, str]] = {
+Call = tuple[str, str]  # (module of controller/, the text of the call there)
+
+# Calls that serve many resources: kube.py's create and delete take any kind.
+CREATE: Call = ("kube.py", "resource.create(body=obj")
+DELETE: Call = ("kube.py", ".delete(name=name, namespace=namespace")
+QUERY_EVENTS: Call = ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)")
+QUERY_DAEMONS: Call = ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL")
+
+
+def _resource(group: str, resource: str, **verbs: Call) -> dict[tuple[str, str, str], Call]:
+    return {(group, resource, verb): call for verb, call in verbs.items()}
+
+
+# (apiGroup, resource, verb) -> the call that needs it
+OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     # kopf finds the resources it serves and follows namespaces (kopf's documented minimum)
-    ("apiextensions.k8s.io", "customresourcedefinitions", "list"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
-    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
-    ("", "namespaces", "list"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
-    ("", "namespaces", "watch"): ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)"),
+    **_resource("apiextensions.k8s.io", "customresourcedefinitions", list=QUERY_EVENTS, watch=QUERY_EVENTS),
+    **_resource("", "namespaces", list=QUERY_EVENTS, watch=QUERY_EVENTS),
     # the StreamingQueries: read, watched, the finalizer and kopf's progress annotations, status
-    (GROUP, PLURAL, "get"): ("kube.py", "self.custom.get_namespaced_custom_object("),
-    (GROUP, PLURAL, "list"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
-    (GROUP, PLURAL, "watch"): ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL"),
-    (GROUP, PLURAL, "patch"): ("handlers.py", "settings.persistence.finalizer = names.FINALIZER"),
-    (GROUP, f"{PLURAL}/status", "patch"): ("kube.py", "self.custom.patch_namespaced_custom_object_status("),
+    **_resource(GROUP, PLURAL, get=("kube.py", "self.custom.get_namespaced_custom_object("), list=QUERY_DAEMONS,
+                watch=QUERY_DAEMONS, patch=("handlers.py", "settings.persistence.finalizer = names.FINALIZER")),
+    **_resource(GROUP, f"{PLURAL}/status", patch=("kube.py", "self.custom.patch_namespaced_custom_object_status(")),
     # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
-    ("", "pods", "list"): ("kube.py", "self.core.list_namespaced_pod("),
-    ("", "pods", "watch"): ("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'),
-    ("", "pods", "create"): ("kube.py", "resource.create(body=obj"),
-    ("", "pods", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
-    ("", "pods/log", "get"): ("kube.py", "self.core.read_namespaced_pod_log("),
-    # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service
-    ("", "configmaps", "create"): ("kube.py", "resource.create(body=obj"),
-    ("", "configmaps", "update"): ("kube.py", "self.core.replace_namespaced_config_map("),
-    ("", "services", "create"): ("kube.py", "resource.create(body=obj"),
+    **_resource("", "pods", list=("kube.py", "self.core.list_namespaced_pod("),
+                watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'), create=CREATE, delete=DELETE),
+    **_resource("", "pods/log", get=("kube.py", "self.core.read_namespaced_pod_log(")),
+    # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service;
     # the Spark UI Service (spec.runtime.sparkUI): its selector moved to the current attempt, deleted when turned off
-    ("", "services", "patch"): ("kube.py", "self.core.patch_namespaced_service("),
-    ("", "services", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    **_resource("", "configmaps", create=CREATE, update=("kube.py", "self.core.replace_namespaced_config_map(")),
+    **_resource("", "services", create=CREATE, patch=("kube.py", "self.core.patch_namespaced_service("), delete=DELETE),
     # the Spark UI Ingress, when the chart's sparkUI.ingress.host is set: created once, deleted with the UI
-    ("networking.k8s.io", "ingresses", "create"): ("kube.py", "resource.create(body=obj"),
-    ("networking.k8s.io", "ingresses", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    **_resource("networking.k8s.io", "ingresses", create=CREATE, delete=DELETE),
     # the query's Spark auth Secret (render.auth_secret): created once, never read back
-    ("", "secrets", "create"): ("kube.py", "resource.create(body=obj"),
+    **_resource("", "secrets", create=CREATE),
     # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
     # released for the standby when its holder's container has ended, read when a driver's node is lost
     # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
     # on that one Lease (RBAC's escalation check: it grants only what it holds)
-    ("coordination.k8s.io", "leases", "create"): ("kube.py", "resource.create(body=obj"),
-    ("coordination.k8s.io", "leases", "get"): ("kube.py", "self.coordination.read_namespaced_lease("),
-    ("coordination.k8s.io", "leases", "update"): ("kube.py", "self.coordination.replace_namespaced_lease("),
+    **_resource("coordination.k8s.io", "leases", create=CREATE, get=("kube.py", "self.coordination.read_namespaced_lease("),
+                update=("kube.py", "self.coordination.replace_namespaced_lease(")),
     # a standby query's own Lease account, and the Role and RoleBinding that give its driver's account
     # get and update on the query's Lease only (lease_access): created once; the binding's subject
     # follows the spec (the driver account when executors run)
-    ("", "serviceaccounts", "create"): ("kube.py", "resource.create(body=obj"),
-    ("rbac.authorization.k8s.io", "roles", "create"): ("kube.py", "resource.create(body=obj"),
-    ("rbac.authorization.k8s.io", "rolebindings", "create"): ("kube.py", "resource.create(body=obj"),
-    ("rbac.authorization.k8s.io", "rolebindings", "patch"): ("kube.py", "self.rbac.patch_namespaced_role_binding("),
+    **_resource("", "serviceaccounts", create=CREATE),
+    **_resource("rbac.authorization.k8s.io", "roles", create=CREATE),
+    **_resource("rbac.authorization.k8s.io", "rolebindings", create=CREATE,
+                patch=("kube.py", "self.rbac.patch_namespaced_role_binding(")),
     # a standby query's PodDisruptionBudget (render.disruption_budget): created once with its Lease,
     # deleted when a driver of the query without standby is created (render.absent_children)
-    ("policy", "poddisruptionbudgets", "create"): ("kube.py", "resource.create(body=obj"),
-    ("policy", "poddisruptionbudgets", "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    **_resource("policy", "poddisruptionbudgets", create=CREATE, delete=DELETE),
     # the sparkApplication backend
-    (SPARK_GROUP, SPARK_PLURAL, "list"): ("kube.py", "self.custom.list_namespaced_custom_object("),
-    (SPARK_GROUP, SPARK_PLURAL, "watch"): ("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),
-    (SPARK_GROUP, SPARK_PLURAL, "create"): ("kube.py", "resource.create(body=obj"),
-    (SPARK_GROUP, SPARK_PLURAL, "delete"): ("kube.py", ".delete(name=name, namespace=namespace"),
+    **_resource(SPARK_GROUP, SPARK_PLURAL, list=("kube.py", "self.custom.list_namespaced_custom_object("),
+                watch=("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"), create=CREATE, delete=DELETE),
     # events of every transition (kopf.event posts core/v1 Events)
-    ("", "events", "create"): ("handlers.py", "kopf.event(body, type=event.type"),
+    **_resource("", "events", create=("handlers.py", "kopf.event(body, type=event.type")),
 }
 
 # A driver that starts executors (client mode) runs Spark's Kubernetes scheduler in its

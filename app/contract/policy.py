@@ -84,17 +84,21 @@ DEFAULT_SPARK_CONF = (
 )
 
 
+def _none_by_default(description: str, **field: Any) -> Any:
+    """A knob that lists what a query may ask for beyond the defaults: names, or prefixes ending in
+    ``*``; empty (nothing more) unless the platform team lists some."""
+    return Field(default=(), description=description, **field)
+
+
 class Policy(Model):
     """The chart's ``policy:`` values. Lists of names take exact names or prefixes ending in ``*``."""
 
-    allowed_images: tuple[str, ...] = Field(
-        default=(),
-        description="Images a query may name in runtime.image, besides the operator's job image "
+    allowed_images: tuple[str, ...] = _none_by_default(
+        "Images a query may name in runtime.image, besides the operator's job image "
         "(always allowed): exact (registry.example/team/job:1.2) or prefix (registry.example/team/*).",
     )
-    allowed_service_accounts: tuple[str, ...] = Field(
-        default=(),
-        description="Accounts a query may name in runtime.serviceAccountName, besides the chart's driver "
+    allowed_service_accounts: tuple[str, ...] = _none_by_default(
+        "Accounts a query may name in runtime.serviceAccountName, besides the chart's driver "
         "account (always allowed); '*': any account of the query's namespace. Never the operator's own.",
     )
     allowed_volumes: tuple[VolumeKind, ...] = Field(
@@ -130,15 +134,13 @@ class Policy(Model):
         description="Secrets a query may mount through auth.secretRef (in its own namespace). Default: those "
         f"the namespace's owners named for queries ({TENANT_SECRETS}); '*': any Secret of the namespace.",
     )
-    allowed_sql_functions: tuple[str, ...] = Field(
-        default=(),
+    allowed_sql_functions: tuple[str, ...] = _none_by_default(
         alias="allowedSQLFunctions",
         description="Spark functions refused by default (reflect, java_method, xpath, ...: docs/security.md) "
         "that queries may call; '*': every function of Spark's registry.",
     )
-    allowed_kafka_options: tuple[str, ...] = Field(
-        default=(),
-        description="Kafka client settings (options kafka.<setting>) beyond the default allow-list that queries may "
+    allowed_kafka_options: tuple[str, ...] = _none_by_default(
+        "Kafka client settings (options kafka.<setting>) beyond the default allow-list that queries may "
         "set: exact names or prefixes ending in '*' (e.g. ssl.truststore.location).",
     )
     checkpoint_roots: tuple[Annotated[str, StringConstraints(pattern=r"^/")], ...] = Field(
