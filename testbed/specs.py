@@ -52,6 +52,9 @@ RATE_TO_CONSOLE: dict[str, Any] = {
     "restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3},
 }
 
+# The fraud filter in micro-batches with the exactlyOnce Kafka sink (read it read_committed).
+EXACTLY_ONCE: dict[str, Any] = {"trigger": TRIGGERS["microBatch"], "sink.kafka.delivery": "exactlyOnce"}
+
 
 def query_spec(
     *presets: Mapping[str, Any],

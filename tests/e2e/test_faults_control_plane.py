@@ -1,8 +1,10 @@
 """Faults of the control plane (issue #12), injected for real on the session's cluster:
 
-* two operator replicas with kopf's peering, the active one SIGKILLed mid-reconcile
-  (the moment the driver pod of a new query appears): the other takes over, and there
-  are never two driver pods for the query (polled all along);
+* two operator replicas with kopf's peering, the active one dead mid-reconcile: the
+  failpoint exit-after-create (app.contract.failpoints) makes it exit 137 right after it
+  created the driver pod of a new query and before it recorded it in the status, every
+  run, whatever the timing; the other takes over, and there are never two driver pods
+  for the query (polled all along);
 * the kube-apiserver stopped for 60 s: the drivers keep processing (records keep
   arriving on the output topic), the operator acts on a spec change made after it is back;
 * the kubelet restarted, then containerd: the running query is Running again.
@@ -19,6 +21,8 @@ import time
 
 import pytest
 
+from app.contract import failpoints
+from app.contract.failpoints import Failpoint
 from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
 from testbed.cluster.base import REPO_ROOT
 from testbed.cluster.workload import DriverWatch, figure, flagged, fraud_spec, payments, wait_output
@@ -57,11 +61,24 @@ def _flagged_out(kafka, sink: str, records) -> int:
 # ---------------------------------------------------------------------- operator replicas
 
 
-def _helm_operator(cluster, *values: str) -> float:
+def _helm_operator(cluster, *values: str, env: list[dict] | None = None) -> float:
+    """The chart upgraded with ``values`` (--set), the operator's extraEnv set to ``env`` ([] clears it)."""
     t0 = time.monotonic()
+    extra = ["--set-json", f"operator.extraEnv={json.dumps(env)}"] if env is not None else []
     cluster.helm("upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamq"), "--namespace", OPERATOR_NAMESPACE,
-                 "--reuse-values", *[a for v in values for a in ("--set", v)], "--wait", "--timeout", "5m")  # fmt: skip
+                 "--reuse-values", *[a for v in values for a in ("--set", v)], *extra, "--wait", "--timeout", "5m")  # fmt: skip
     return time.monotonic() - t0
+
+
+def _operator_container(cluster, pod: str) -> dict:
+    pod_ = cluster.kubectl_json("-n", OPERATOR_NAMESPACE, "get", "pod", pod)
+    return next(c for c in pod_["status"]["containerStatuses"] if c["name"] == "operator")
+
+
+def _exit_code(container: dict) -> int | None:
+    """The exit code of the container's last run that ended (None: none ended yet)."""
+    ended = (container.get("state") or {}).get("terminated") or (container.get("lastState") or {}).get("terminated")
+    return ended.get("exitCode") if ended else None
 
 
 def _operator_pods(cluster) -> list[dict]:
@@ -77,7 +94,10 @@ def _peers(cluster, namespace: str) -> dict[str, dict]:
 
 def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
     test = "operator replicas, active killed"
-    upgraded = _helm_operator(cluster, "operator.replicas=2", "operator.peering.enabled=true")
+    # Both replicas are armed; only the one that creates a driver reaches the point. The other
+    # adopts the driver it finds (one that created a second would exit too, and fail the test).
+    armed = [{"name": failpoints.ENV, "value": Failpoint.EXIT_AFTER_CREATE.value}]
+    upgraded = _helm_operator(cluster, "operator.replicas=2", "operator.peering.enabled=true", env=armed)
     try:
         def two_peers() -> dict | None:
             pods = {p["metadata"]["name"] for p in _operator_pods(cluster)
@@ -98,13 +118,13 @@ def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
         kafka.produce(source, first)
         with DriverWatch(sq, name, interval=0.25) as drivers:
             sq.apply(name, fraud_spec(source, sink, cluster.node_dir(name)))
-            # Mid-reconcile: the active operator has just created the driver pod (maybe not yet written the status).
+            # Mid-reconcile: the active operator created the driver pod and exited before writing the status.
             wait_for(lambda: drivers.seen, 120, f"the first driver pod of {name}", interval=0.1)
-            pod = cluster.kubectl_json("-n", OPERATOR_NAMESPACE, "get", "pod", active)
+            exited = wait_for(lambda: _exit_code(_operator_container(cluster, active)), 60,
+                              f"the active operator {active} exited at the failpoint", interval=0.2, ignore=(Exception,))  # fmt: skip
             status_then = sq.status(name)
-            container = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "operator")
             killed_at = time.monotonic()
-            cluster.kill_container(container["containerID"])  # SIGKILL: no clean-up, no goodbye to the peering
+            # Its pod goes too (kubelet would restart the container in place): the other replica takes over.
             cluster.kubectl("-n", OPERATOR_NAMESPACE, "delete", "pod", active, "--grace-period=0", "--force", "--wait=false")
             status = sq.wait_running(name, timeout=420)
             running_after = time.monotonic() - killed_at
@@ -113,16 +133,17 @@ def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
             out = wait_output(kafka, sink, flagged(first + second), 300, lambda: sq.describe(name))
         peers_after = _peers(cluster, sq.namespace)
         working = max(peers_after, key=lambda k: int(peers_after[k].get("priority") or 0)) if peers_after else None
-        figure(test, f"{len(first) + len(second)} payments in, {out.summary()}; operators {active} (active, killed as "
-                     f"driver {sorted(drivers.seen)} appeared; status then: driver {status_then.get('driver')}) and {standby}; "
+        figure(test, f"{len(first) + len(second)} payments in, {out.summary()}; operators {active} (active, exit {exited} "
+                     f"after creating driver {sorted(drivers.seen)}; status then: driver {status_then.get('driver')}) and {standby}; "
                      f"Running {running_after:.0f}s after the kill, peering now led by {working}; driver pods at once: at most "
                      f"{drivers.most} in {drivers.samples} samples; attempt {status.get('attempt')}; chart upgrade {upgraded:.0f}s")
+        assert exited == 137, f"the failpoint was not reached: {active} ended with {exited}"
         assert drivers.most <= 1, f"two driver pods at once: {drivers.overlaps[:3]}"
         assert status.get("attempt") == 1 and len(drivers.seen) == 1, (status.get("attempt"), sorted(drivers.seen))
         assert not out.unexpected, sorted(out.unexpected)[:5]
         assert out.complete, out.summary()
     finally:
-        restored = _helm_operator(cluster, "operator.replicas=1", "operator.peering.enabled=false")
+        restored = _helm_operator(cluster, "operator.replicas=1", "operator.peering.enabled=false", env=[])
         wait_for(lambda: len(_operator_pods(cluster)) == 1, 120, "one operator pod again", interval=1, ignore=(Exception,))
         figure(test, f"chart back to 1 standalone replica in {restored:.0f}s")
 

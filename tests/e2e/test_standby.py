@@ -1,7 +1,11 @@
 """Scenario: a standby query (spec.runtime.standby). Its second driver pod waits with its JVM and
 SparkSession up; the running driver's container is SIGKILLed (ctr) or its pod deleted mid-stream;
 the standby takes over from the checkpoint without a new pod. Every record arrives; the seconds
-from the kill to the first record the standby wrote are the figure."""
+from the kill to the first record the standby wrote are the figure.
+
+The fraud filter runs in continuous mode (at least once), and in microBatch mode with the
+exactlyOnce Kafka sink: there a read_committed reader must also find no record twice, the
+standby's transactional writers having fenced the ones of the driver that died."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import time
 import pytest
 
 from testbed.cluster.workload import driver_log, figure, first_output_after, flagged, fraud_spec, payments, standby_waiting, wait_output
+from testbed.specs import EXACTLY_ONCE
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -34,14 +39,16 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     wait_for(budget, 60, "the disruption budget: 2 healthy drivers, 1 disruption allowed", interval=1, ignore=(Exception,))
 
 
-@pytest.mark.parametrize("how", ["container killed", "pod deleted"])
-def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
-    test = f"standby ({how})"
+@pytest.mark.parametrize("how, delivery", [("container killed", "atLeastOnce"), ("pod deleted", "exactlyOnce")])
+def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, delivery):
+    test = f"standby ({how}, {delivery})"
     name = sq.name(f"standby-{how.split()[0]}")
     source = kafka.create_topic(f"{name}-payments", partitions=2)
     sink = kafka.create_topic(f"{name}-flagged", partitions=1)
     # Two drivers on a 2-core node beside Kafka and the operator: each asks for a quarter of a core.
-    spec = fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.standby": True, "runtime.driver.coreRequest": "250m"})
+    exactly_once = EXACTLY_ONCE if delivery == "exactlyOnce" else {}
+    spec = fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.standby": True, "runtime.driver.coreRequest": "250m"},
+                      **exactly_once)  # fmt: skip
     sq.apply(name, spec)
     status = sq.wait_running(name, timeout=420)
     first = payments(90)
@@ -78,5 +85,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how):
     assert taken["restarts"] == status.get("restarts", 0) + 1 and taken["attempt"] > status["attempt"]
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
+    if delivery == "exactlyOnce":
+        assert out.duplicates == 0, out.summary()
     # a new standby for the promoted driver
     wait_for(lambda: (s := sq.status(name).get("standby")) and s != standby, 180, "a new standby", interval=2)
