@@ -9,7 +9,8 @@ Paths: ``baseline`` (producer -> broker -> consumer, no query: the floor), the j
 it ships (``python -m app run`` on the fraud filter) in ``continuous``, ``realTime``
 (5 s batches, the shortest Spark accepts by default:
 ``spark.sql.streaming.realTimeMode.minBatchDuration`` is 5000 ms), ``realTime30s`` and
-``microBatch`` (interval 0), and ``flink`` (the same filter and projection in Flink
+``microBatch`` (interval 0), ``microBatchExactlyOnce`` (the same with ``sink.kafka.delivery:
+exactlyOnce``, read ``read_committed``: the cost of exactly-once against it), and ``flink`` (the same filter and projection in Flink
 SQL, bench/flink_peer.py). Every path runs on the same broker with the same producer
 and consumer processes (bench/latency_clients.py: records stamped with their due
 time, so producer stalls count).
@@ -78,9 +79,11 @@ PATHS: dict[str, Any] = {
     "baseline": None,
     **TRIGGERS,
     "realTime30s": {"realTime": {"batchDuration": "30s"}},
+    "microBatchExactlyOnce": TRIGGERS["microBatch"],
     "flink": "flink",
 }
 ALL_PATHS = list(PATHS)
+EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce"}  # sink.kafka.delivery exactlyOnce, read read_committed
 
 # The fraud filter of the tests, with the source record's broker append time copied into
 # the output (``inTs``), so each latency splits at the broker on the way in.
@@ -140,7 +143,8 @@ class ModeRun:
         tick_ms = getattr(args, "tick_ms", TICK_MS)
         self.producer = ctx.Process(target=producer_main, args=(broker.bootstrap, self.source, child, {}, tick_ms), daemon=True)
         # What an exactly-once sink promises, it promises to read_committed readers (librdkafka's default too).
-        reader = {"isolation.level": "read_committed"} if getattr(args, "exactly_once", False) else {}
+        self.exactly_once = mode in EXACTLY_ONCE_PATHS or getattr(args, "exactly_once", False)
+        reader = {"isolation.level": "read_committed"} if self.exactly_once else {}
         self.consumer = ctx.Process(
             target=consumer_main, args=(broker.bootstrap, self.out_topic, str(self.received_path), self._stop_consumer, reader),
             daemon=True,
@@ -170,7 +174,7 @@ class ModeRun:
             spec["source"]["kafka"]["options"] = dict(self.args.source_option)
         if self.args.sink_option:
             spec["sink"]["kafka"]["options"] = dict(self.args.sink_option)
-        if getattr(self.args, "exactly_once", False):
+        if self.exactly_once:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
