@@ -39,7 +39,7 @@ results="$(mktemp -d)"
 setsid -w bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || renice -n 19 $$ >/dev/null
                    hack/install-seaweedfs.sh && hack/install-node.sh' >"$results/prepare.log" 2>&1 &
 prepare=$!
-trap 'kill -- -"$prepare" 2>/dev/null; rm -rf "$results"' EXIT  # a failed step below stops the builds
+trap 'kill -- -"$prepare" 2>/dev/null || true; rm -rf "$results"' EXIT  # a failed step below stops the builds
 hack/install-kube.sh integration helm  # (install-kube.sh takes a lock: the background's waits for it)
 hack/install-prometheus.sh
 echo "test: tools for the first tiers ready after $(( $(date +%s) - start ))s; SeaweedFS, node and image in the background" >&2
