@@ -16,6 +16,8 @@ Call = tuple[str, str]  # (module of controller/, the text of the call there)
 # Calls that serve many resources: kube.py's create and delete take any kind.
 CREATE: Call = ("kube.py", "resource.create(body=obj")
 DELETE: Call = ("kube.py", ".delete(name=name, namespace=namespace")
+# Before writing over or deleting an object of a child's name: whose is it? (metadata only)
+GET_META: Call = ("kube.py", 'header_params={"Accept": METADATA_ONLY}')
 QUERY_EVENTS: Call = ("handlers.py", "@kopf.on.event(GROUP, VERSION, PLURAL)")
 QUERY_DAEMONS: Call = ("handlers.py", "@kopf.daemon(GROUP, VERSION, PLURAL")
 
@@ -34,17 +36,17 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
                 watch=QUERY_DAEMONS, patch=("handlers.py", "settings.persistence.finalizer = names.FINALIZER")),
     **_resource(GROUP, f"{PLURAL}/status", patch=("kube.py", "self.custom.patch_namespaced_custom_object_status(")),
     # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
-    **_resource("", "pods", list=("kube.py", "self.core.list_namespaced_pod("),
+    **_resource("", "pods", get=GET_META, list=("kube.py", "self.core.list_namespaced_pod("),
                 watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'), create=CREATE, delete=DELETE),
     **_resource("", "pods/log", get=("kube.py", "self.core.read_namespaced_pod_log(")),
     # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service;
     # the Spark UI Service (spec.runtime.sparkUI): its selector moved to the current attempt, deleted when turned off
-    **_resource("", "configmaps", create=CREATE, update=("kube.py", "self.core.replace_namespaced_config_map(")),
-    **_resource("", "services", create=CREATE, patch=("kube.py", "self.core.patch_namespaced_service("), delete=DELETE),
+    **_resource("", "configmaps", get=GET_META, create=CREATE, update=("kube.py", "self.core.replace_namespaced_config_map(")),
+    **_resource("", "services", get=GET_META, create=CREATE, patch=("kube.py", "self.core.patch_namespaced_service("), delete=DELETE),
     # the Spark UI Ingress, when the chart's sparkUI.ingress.host is set: created once, deleted with the UI
-    **_resource("networking.k8s.io", "ingresses", create=CREATE, delete=DELETE),
-    # the query's Spark auth Secret (render.auth_secret): created once, never read back
-    **_resource("", "secrets", create=CREATE),
+    **_resource("networking.k8s.io", "ingresses", get=GET_META, create=CREATE, delete=DELETE),
+    # the query's Spark auth Secret (render.auth_secret): created once; only its metadata is ever read
+    **_resource("", "secrets", get=GET_META, create=CREATE),
     # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
     # released for the standby when its holder's container has ended, read when a driver's node is lost
     # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
@@ -54,15 +56,15 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     # a standby query's own Lease account, and the Role and RoleBinding that give its driver's account
     # get and update on the query's Lease only (lease_access): created once; the binding's subject
     # follows the spec (the driver account when executors run)
-    **_resource("", "serviceaccounts", create=CREATE),
-    **_resource("rbac.authorization.k8s.io", "roles", create=CREATE),
-    **_resource("rbac.authorization.k8s.io", "rolebindings", create=CREATE,
+    **_resource("", "serviceaccounts", get=GET_META, create=CREATE),
+    **_resource("rbac.authorization.k8s.io", "roles", get=GET_META, create=CREATE),
+    **_resource("rbac.authorization.k8s.io", "rolebindings", get=GET_META, create=CREATE,
                 patch=("kube.py", "self.rbac.patch_namespaced_role_binding(")),
     # a standby query's PodDisruptionBudget (render.disruption_budget): created once with its Lease,
     # deleted when a driver of the query without standby is created (render.absent_children)
-    **_resource("policy", "poddisruptionbudgets", create=CREATE, delete=DELETE),
+    **_resource("policy", "poddisruptionbudgets", get=GET_META, create=CREATE, delete=DELETE),
     # the sparkApplication backend
-    **_resource(SPARK_GROUP, SPARK_PLURAL, list=("kube.py", "self.custom.list_namespaced_custom_object("),
+    **_resource(SPARK_GROUP, SPARK_PLURAL, get=GET_META, list=("kube.py", "self.custom.list_namespaced_custom_object("),
                 watch=("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"), create=CREATE, delete=DELETE),
     # events of every transition (kopf.event posts core/v1 Events)
     **_resource("", "events", create=("handlers.py", "kopf.event(body, type=event.type")),

@@ -22,7 +22,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 
-from app.contract import GROUP, KIND, PLURAL, SHORT_NAME, VERSION
+from app.contract import GROUP, KIND, MAX_QUERY_NAME, PLURAL, QUERY_NAME_PATTERN, SHORT_NAME, VERSION
 from app.contract import spec as spec_model
 from app.contract.progress import field_path
 from app.contract.rules import RULES, Rule
@@ -195,6 +195,16 @@ PRINTER_COLUMNS = [
 ]  # fmt: skip
 
 
+# metadata.name is the stem of every child's name (app.contract.names.query_name_problem says why):
+# the API server refuses other names before the operator ever sees them.
+NAME_RULE = {
+    "rule": f"self.metadata.name.matches('{QUERY_NAME_PATTERN}') && size(self.metadata.name) <= {MAX_QUERY_NAME}",
+    "message": f"metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
+    f"no dots) of at most {MAX_QUERY_NAME} characters: the operator names the query's pods, Services and Kafka "
+    "transactional ids after it",
+}
+
+
 def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
     spec = spec_schema(rules)
     spec["description"] = "What to run: source, transforms, sink, trigger, checkpoint, runtime and restart policy."
@@ -225,6 +235,7 @@ def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
                             "type": "object",
                             "description": "A Spark Structured Streaming query that the streamq operator keeps running.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [NAME_RULE],
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},

@@ -18,6 +18,8 @@ SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "s
 CHILD_API_VERSIONS = {"Pod": "v1", "Service": "v1", "Ingress": "networking.k8s.io/v1",
                       "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}", "PodDisruptionBudget": "policy/v1"}
 REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
+# What an ownership check reads: metadata only, so a Secret's data never reaches the operator.
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
 def _json(response) -> Any:
@@ -87,51 +89,89 @@ class Kube:
         except ResourceNotFoundError:
             raise ApiException(status=404, reason=f"the API server serves no {api_version} {kind}") from None
 
+    def _read_meta(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An object's metadata alone (a Secret's data never reaches the operator); None when absent."""
+        try:
+            found = self._resource(api_version, kind).get(
+                name=name, namespace=namespace, header_params={"Accept": METADATA_ONLY}, _request_timeout=REQUEST_TIMEOUT_S)
+        except NotFoundError:
+            return None
+        return dict(found.to_dict().get("metadata") or {})
+
+    def _ours(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """The metadata of the object named like ``obj`` when the query ``obj`` is adopted by controls
+        it; None when absent; NameConflict when anything else holds the name."""
+        meta = obj["metadata"]
+        found = self._read_meta(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        if found is not None and not controlled_by(found, controller_uid(meta)):
+            raise NameConflict(obj["kind"], meta["name"], found)
+        return found
+
     def create(self, obj: dict[str, Any]) -> bool:
-        """Create a child; False when it already exists (a retry of an earlier attempt)."""
+        """Create a child (adopted: its controller reference names the query); False when the query's
+        own exists already (a retry of an earlier attempt). An object of that name that the query does
+        not control is never adopted: NameConflict."""
         resource = self._resource(obj["apiVersion"], obj["kind"])
         try:
             resource.create(body=obj, namespace=obj["metadata"]["namespace"], _request_timeout=REQUEST_TIMEOUT_S)
         except ConflictError:
+            if self._ours(obj) is None:  # deleted meanwhile: the next pass creates it
+                raise ApiException(status=409, reason=f"{obj['kind']} {obj['metadata']['name']} was just deleted") from None
             return False
         return True
 
+    def _update_ours(self, obj: dict[str, Any], write) -> bool:
+        """Create ``obj``, or ``write(name, namespace, resourceVersion)`` over the query's own: the version
+        read with the ownership check is a precondition, so what is written over is what was checked."""
+        if self.create(obj):
+            return True
+        meta = obj["metadata"]
+        found = self._ours(obj)
+        if found is None:
+            raise ApiException(status=409, reason=f"{obj['kind']} {meta['name']} was just deleted")
+        write(meta["name"], meta["namespace"], found["resourceVersion"])
+        return False
+
     def apply_config_map(self, obj: dict[str, Any]) -> None:
-        """The query's ConfigMap holds the document of the next driver: create or overwrite."""
-        if not self.create(obj):
-            meta = obj["metadata"]
-            self.core.replace_namespaced_config_map(meta["name"], meta["namespace"], obj, _preload_content=False,
+        """The query's ConfigMap holds the document of the next driver: create or overwrite its own."""
+        def replace(name: str, namespace: str, version: str) -> None:
+            body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
+            self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False,
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        self._update_ours(obj, replace)
 
     def apply_service(self, obj: dict[str, Any]) -> bool:
-        """Create a Service, or point the existing one's selector where ``obj``'s points; True when created."""
-        if self.create(obj):
-            return True
-        meta = obj["metadata"]
-        self.core.patch_namespaced_service(meta["name"], meta["namespace"], {"spec": {"selector": obj["spec"]["selector"]}},
-                                           _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
-        return False
+        """Create a Service, or point the query's own one's selector where ``obj``'s points; True when created."""
+        def point(name: str, namespace: str, version: str) -> None:
+            body = {"metadata": {"resourceVersion": version}, "spec": {"selector": obj["spec"]["selector"]}}
+            self.core.patch_namespaced_service(name, namespace, body, _preload_content=False,
+                                               _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        return self._update_ours(obj, point)
 
     def apply_role_binding(self, obj: dict[str, Any]) -> bool:
-        """Create the RoleBinding, or set the existing one's subjects to ``obj``'s (its roleRef
+        """Create the RoleBinding, or set the query's own one's subjects to ``obj``'s (its roleRef
         cannot change, and is the same); True when created."""
-        if self.create(obj):
-            return True
-        meta = obj["metadata"]
-        self.rbac.patch_namespaced_role_binding(meta["name"], meta["namespace"], {"subjects": obj["subjects"]},
-                                                _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
-        return False
+        def bind(name: str, namespace: str, version: str) -> None:
+            body = {"metadata": {"resourceVersion": version}, "subjects": obj["subjects"]}
+            self.rbac.patch_namespaced_role_binding(name, namespace, body, _preload_content=False,
+                                                    _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        return self._update_ours(obj, bind)
 
-    def delete(self, kind: str, namespace: str, name: str, force: bool = False) -> None:
-        """Delete with the object's own grace period (``force``: none, for a pod whose kubelet is
-        gone and will never confirm); gone already is fine."""
-        extra = {"grace_period_seconds": 0} if force else {}
+    def delete(self, kind: str, namespace: str, name: str, owner_uid: str, force: bool = False) -> bool:
+        """Delete the object if the query ``owner_uid`` controls it (the uid read is a precondition, so a
+        same-named object made meanwhile is not hit); with ``force``, no grace period (a pod whose
+        kubelet is gone and will never confirm). False when absent or not the query's: left alone."""
+        api_version = CHILD_API_VERSIONS[kind]
+        found = self._read_meta(api_version, kind, namespace, name)
+        if found is None or not controlled_by(found, owner_uid):
+            return False
+        body = {"preconditions": {"uid": found["uid"]}, **({"gracePeriodSeconds": 0} if force else {})}
         try:
-            self._resource(CHILD_API_VERSIONS[kind], kind).delete(name=name, namespace=namespace,
-                                                                  _request_timeout=REQUEST_TIMEOUT_S, **extra)  # fmt: skip
-        except NotFoundError:
-            pass
-
+            self._resource(api_version, kind).delete(name=name, namespace=namespace, body=body,
+                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        except (NotFoundError, ConflictError):  # gone, or replaced by another object of that name
+            return False
+        return True
 
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A standby query's Lease as plain JSON; None when it does not exist."""
@@ -143,16 +183,17 @@ class Kube:
                 return None
             raise
 
-    def release_lease(self, namespace: str, name: str, holder: str) -> bool:
-        """Free the Lease if ``holder`` still holds it (a conditional write: it fails if the holder
-        renewed meanwhile); True when freed. Only for a holder whose container has ended."""
+    def release_lease(self, namespace: str, name: str, holder: str, owner_uid: str) -> bool:
+        """Free the query's own Lease if ``holder`` still holds it (a conditional write: it fails if the
+        holder renewed meanwhile); True when freed. Only for a holder whose container has ended."""
         try:
             lease = self.coordination.read_namespaced_lease(name, namespace, _request_timeout=REQUEST_TIMEOUT_S)
         except ApiException as exc:
             if exc.status == 404:
                 return False
             raise
-        if lease.spec.holder_identity != holder:
+        owners = [ref.uid for ref in lease.metadata.owner_references or [] if ref.controller]
+        if owners != [owner_uid] or lease.spec.holder_identity != holder:
             return False
         lease.spec.holder_identity = None
         try:
@@ -162,6 +203,45 @@ class Kube:
                 return False
             raise
         return True
+
+    # -- tenant credentials --------------------------------------------------------
+
+    def read_secret_meta(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """What a Secret a query names is (app.contract.credentials): its type and labels, nothing
+        else; None when it does not exist. Its data is dropped here unread: never logged or kept."""
+        try:
+            response = self.core.read_namespaced_secret(name, namespace, _preload_content=False,
+                                                        _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        secret = _json(response)
+        return {"type": secret.get("type"), "labels": dict((secret.get("metadata") or {}).get("labels") or {})}
+
+
+def controller_uid(meta: dict[str, Any]) -> str | None:
+    """The uid of the object's controller (ownerReferences with controller: true), if any."""
+    refs = meta.get("ownerReferences") or meta.get("owner_references") or []
+    return next((ref.get("uid") for ref in refs if ref.get("controller")), None)
+
+
+def controlled_by(meta: dict[str, Any], owner_uid: str | None) -> bool:
+    """Kubernetes' metav1.IsControlledBy: the object names ``owner_uid`` as its controller."""
+    return owner_uid is not None and controller_uid(meta) == owner_uid
+
+
+class NameConflict(Exception):
+    """A name the query's child needs is taken by an object the query does not control: the
+    operator neither adopts, changes nor deletes it (the query waits until the name is free)."""
+
+    def __init__(self, kind: str, name: str, found: dict[str, Any]):
+        refs = found.get("ownerReferences") or found.get("owner_references") or []
+        holder = next((f"controlled by {r.get('kind')} {r.get('name')}" for r in refs if r.get("controller")),
+                      "controlled by nothing")  # fmt: skip
+        self.kind, self.name = kind, name
+        super().__init__(f"{kind} {name} already exists and is not this query's ({holder}): the operator will not "
+                         "adopt, change or delete it; remove or rename that object, or rename the query")
 
 
 def api_message(exc: ApiException) -> str:

@@ -6,9 +6,12 @@ A driver gets an API token only when it needs one:
                               when the policy allows one): Spark starts executor pods with it
     Lease, no executors       ``<query>-lease``, an account made for the query that can do one
                               thing: get and update the query's own Lease (app.driver.lease_holder);
-                              every query of the Pod backend with warm upgrades (the default), and
-                              every standby query
+                              every query of the Pod backend with warm upgrades (the default, unless
+                              the policy says allowStandby: false), and every standby query
     neither                   no account, no token (automountServiceAccountToken: false)
+
+A spec naming the driver account without executors is refused by the policy
+(policy.allowedServiceAccounts); should one get here, the name is ignored and the table applies.
 
 For a query whose drivers take a Lease the operator makes, before its driver (``objects``):
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.contract.lease import DURATION_S, lease_name
+from app.contract.policy import Policy, warm_upgrades
 from controller import names
 from controller.config import Settings
 from controller.run import Run
@@ -39,19 +43,21 @@ LEASE_API_VERSION = "coordination.k8s.io/v1"
 LEASE_VERBS = ("get", "update")  # app/driver/lease_holder.py: read, and the conditional replace of renew, take over, release
 
 
-def needs_lease(run: Run) -> bool:
-    """A standby query, or one whose changes are warm upgrades: the driver of the new spec waits
-    on the Lease beside the running one (controller.decide.upgrade)."""
-    return bool(run.spec.runtime.standby) or run.spec.warm_upgrades
+def needs_lease(run: Run, policy: Policy | None) -> bool:
+    """A standby query, or one whose changes are warm upgrades under ``policy`` (the platform's;
+    None: none applies): the driver of the new spec waits on the Lease beside the running one
+    (controller.decide.upgrade). With allowStandby false, neither: no query holds a Lease token."""
+    return bool(run.spec.runtime.standby) or warm_upgrades(run.spec, policy)
 
 
 def service_account(run: Run, settings: Settings) -> str | None:
     """The account of the driver, None for no account and no token (see the module's table)."""
-    if run.spec.runtime.service_account_name:
-        return run.spec.runtime.service_account_name
+    named = run.spec.runtime.service_account_name
+    if named and (named != settings.driver_service_account or run.uses_executors):
+        return named
     if run.uses_executors:
         return settings.driver_service_account
-    if needs_lease(run):
+    if needs_lease(run, settings.policy):
         return names.lease_access_name(run.query)
     return None
 
@@ -99,7 +105,7 @@ def lease(run: Run) -> dict[str, Any]:
 
 def objects(run: Run, settings: Settings) -> list[dict[str, Any]]:
     """What a standby query's driver needs before it starts, in creation order; [] without standby."""
-    if not needs_lease(run):
+    if not needs_lease(run, settings.policy):
         return []
     account = service_account(run, settings)
     assert account is not None

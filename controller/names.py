@@ -4,7 +4,6 @@ so a retry always finds the object an earlier attempt made."""
 from __future__ import annotations
 
 import hashlib
-import re
 
 from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
 
@@ -34,15 +33,17 @@ def _short_hash(text: str) -> str:
 
 
 def child_name(query: str, suffix: str) -> str:
-    """`<query>-<suffix>` as a DNS-1035 label (<= 63 chars, starts with a letter, no dots),
-    valid for pods, services and configmaps alike. Long names keep a hash of the full name."""
-    base = query.replace(".", "-")
-    if not re.match(r"[a-z]", base):
-        base = f"sq-{base}"
-    room = _MAX_LABEL - len(suffix) - 1
-    if len(base) > room:
-        base = f"{base[: room - 9].rstrip('-')}-{_short_hash(query)}"
-    return f"{base}-{suffix}"
+    """`<query>-<suffix>`. A query's name is a DNS-1035 label of at most MAX_QUERY_NAME characters
+    (the CRD, ``streamq validate`` and the decision refuse others), so this is a valid label, and
+    one-to-one: no suffix the operator uses ends with `-<another suffix>`, so two queries never
+    map to one child name (tests/unit/app/test_names_property.py)."""
+    return f"{query}-{suffix}"
+
+
+def executor_prefix(query: str, attempt: int) -> str:
+    """Spark names an attempt's executor pods `<prefix>-exec-<n>` and wants the prefix at most
+    47 characters: `<query>-<attempt>` fits for every attempt below a million."""
+    return f"{query}-{attempt}"
 
 
 def driver_name(query: str, attempt: int) -> str:

@@ -8,7 +8,8 @@ Lease says whether that driver can still write: ``decide.drivers.terminating``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -51,6 +52,7 @@ class Driver:
     spec_hash: str | None = None
     restart_nonce: str | None = None  # None: not recorded (a driver of an older operator); "": none
     owner_uid: str | None = None  # the controlling owner (the StreamingQuery)
+    owner_kind: str | None = None  # its kind: a StreamingQuery's (ours, or an earlier one's of the same name) or not
     deleting: bool = False
     deletion_due: datetime | None = None  # deletionTimestamp: when its grace period ends
     standby: bool = False  # created as a standby (spec.runtime.standby); it keeps the label once it takes over
@@ -92,6 +94,8 @@ class LeaseState:
 class Observed:
     drivers: tuple[Driver, ...] = ()
     lease: LeaseState | None = None  # read only when a fenced driver's node is lost (``needs_lease``)
+    # The credentials Secrets the spec names: their type and labels, None for a missing one (never their data)
+    secrets: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
 def _identity(meta: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +108,7 @@ def _identity(meta: dict[str, Any]) -> dict[str, Any]:
         "spec_hash": annotations.get(names.ANNOTATION_SPEC_HASH),
         "restart_nonce": annotations.get(names.ANNOTATION_RESTART_NONCE),
         "owner_uid": _controller_uid(meta),
+        "owner_kind": _controller_kind(meta),
         "deleting": bool(meta.get("deletionTimestamp")),
         "deletion_due": parse_time(meta.get("deletionTimestamp")),
         "standby": (meta.get("labels") or {}).get(names.LABEL_ROLE) == names.ROLE_STANDBY,
@@ -114,6 +119,10 @@ def _identity(meta: dict[str, Any]) -> dict[str, Any]:
 def _attempt(meta: dict[str, Any]) -> int | None:
     value = (meta.get("labels") or {}).get(names.LABEL_ATTEMPT)
     return int(value) if value is not None and str(value).isdigit() else None
+
+
+def _controller_kind(meta: dict[str, Any]) -> str | None:
+    return next((ref.get("kind") for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
 
 
 def _controller_uid(meta: dict[str, Any]) -> str | None:
@@ -309,9 +318,10 @@ def needs_lease(drivers: tuple[Driver, ...]) -> bool:
     return any(x.kind == "Pod" and x.fenced and x.node_lost for x in drivers)
 
 
-def observe(kube, namespace: str, query: str, include_spark_apps: bool) -> Observed:
-    """One LIST of the query's driver pods (and SparkApplications): fresh, never cached; and
-    one GET of the query's Lease when ``needs_lease``."""
+def observe(kube, namespace: str, query: str, include_spark_apps: bool, secrets: Iterable[str] = ()) -> Observed:
+    """One LIST of the query's driver pods (and SparkApplications): fresh, never cached; one GET
+    of the query's Lease when ``needs_lease``; and the type and labels of each of ``secrets``, the
+    credentials Secrets its spec names (app.contract.credentials.secret_names)."""
     selector = names.selector(query, names.COMPONENT_DRIVER)
     pods = kube.list_pods(namespace, selector)
     apps = kube.list_spark_applications(namespace, selector) if include_spark_apps else []
@@ -320,4 +330,4 @@ def observe(kube, namespace: str, query: str, include_spark_apps: bool) -> Obser
     if needs_lease(drivers):
         raw = kube.read_lease(namespace, lease_name(query))
         lease = lease_from(raw) if raw is not None else None
-    return Observed(drivers=drivers, lease=lease)
+    return Observed(drivers=drivers, lease=lease, secrets={name: kube.read_secret_meta(namespace, name) for name in secrets})

@@ -41,6 +41,7 @@ class Reason(StrEnum):
     DRIVER_EXITED = "DriverExited"
     DRIVER_LOST = "DriverLost"
     DRIVER_CREATE_FAILED = "DriverCreateFailed"
+    NAME_CONFLICT = "NameConflict"  # a child's name is taken by an object the query does not control: never adopted
     # The driver exists but cannot start, for a cause outside the spec (retried, never Invalid):
     UNSCHEDULABLE = "Unschedulable"  # the scheduler's verdict: a missing PVC, too little CPU or memory, a taint
     IMAGE_PULL_FAILED = "ImagePullFailed"  # ErrImagePull and ImagePullBackOff alternate: one reason for both

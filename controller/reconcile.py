@@ -19,7 +19,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from app.contract import failpoints
+from app.contract import credentials, failpoints
 from app.contract.failpoints import Failpoint
 from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
@@ -28,10 +28,10 @@ from controller.config import Settings
 from controller.decide import upgrade
 from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
                                ReleaseLease, creation_failed, decide)
-from controller.kube import Kube, api_message
+from controller.kube import Kube, NameConflict, api_message
 from controller.names import DRIVER_CONTAINER
 from controller.observe import observe
-from controller.phases import Phase
+from controller.phases import Phase, Reason
 from controller.progress import last_progress
 from controller.run import SPARK_APP_KIND
 from controller.status import QueryStatus, status_patch
@@ -70,7 +70,8 @@ def reconcile_once(
     meta = body["metadata"]
     raw_status = body.get("status") or {}
     status = QueryStatus.parse(raw_status)
-    observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status))
+    observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status),
+                       secrets=credentials.secret_names(body.get("spec")))  # fmt: skip
     progress = None
     handing_over = status.upgrade is not None and status.upgrade.state == upgrade.HANDING_OVER
     if (read_progress or handing_over) and status.phase in (Phase.RUNNING, Phase.UPGRADING):  # handing over: is the new one serving?
@@ -89,9 +90,15 @@ def reconcile_once(
         policy=settings.policy,
         facts=settings.facts,
         lease=observed.lease,
+        secrets=observed.secrets,
     )
     decision = decide(inputs)
-    refused = _act(kube, settings, body, inputs, decision, log)
+    try:
+        refused = _act(kube, settings, body, inputs, decision, log)
+    except NameConflict as conflict:  # nothing of the query's was written over; the driver was not created
+        log.warning("%s", conflict)
+        decision = creation_failed(decision, inputs, str(conflict), CREATE_RETRY_S, reason=Reason.NAME_CONFLICT)
+        refused = None
     if refused is not None:  # a warm upgrade's driver refused: no room (quota), or the upgrade fails
         decision = upgrade.create_refused(inputs, decision, refused) or creation_failed(decision, inputs, refused, CREATE_RETRY_S)
     new_status = decision.status.dump()
@@ -114,10 +121,10 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
     for action in decision.actions:
         if isinstance(action, DeleteDriver):
             log.info("%sdeleting %s %s: %s", "force-" if action.force else "", action.kind, action.name, action.reason)
-            kube.delete(action.kind, inputs.namespace, action.name, force=action.force)
+            kube.delete(action.kind, inputs.namespace, action.name, inputs.uid, force=action.force)
         elif isinstance(action, ReleaseLease):
             try:  # best effort: the Lease expires by itself within its duration anyway
-                if kube.release_lease(inputs.namespace, action.name, action.holder):
+                if kube.release_lease(inputs.namespace, action.name, action.holder, inputs.uid):
                     log.info("released lease %s of ended driver %s for the standby", action.name, action.holder)
             except ApiException as exc:
                 log.warning("cannot release lease %s: %s", action.name, api_message(exc))
@@ -131,11 +138,12 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                 kopf.adopt(ingress, owner=body)
                 if kube.create(ingress):
                     log.info("created Ingress %s for %s", ingress["metadata"]["name"], ingress["spec"]["rules"][0]["host"])
-        elif isinstance(action, DeleteSparkUIService):
-            kube.delete("Service", action.namespace, render.spark_ui.service_name(action.query))
-            if settings.spark_ui_ingress_host:
-                kube.delete("Ingress", action.namespace, render.spark_ui.service_name(action.query))
-            log.info("deleted the Spark UI Service of %s (spec.runtime.sparkUI is off)", action.query)
+        elif isinstance(action, DeleteSparkUIService):  # only the query's own: kube.delete checks the controller
+            ui = render.spark_ui.service_name(action.query)
+            if kube.delete("Service", action.namespace, ui, inputs.uid):
+                log.info("deleted the Spark UI Service of %s (spec.runtime.sparkUI is off)", action.query)
+            if settings.spark_ui_ingress_host and kube.delete("Ingress", action.namespace, ui, inputs.uid):
+                log.info("deleted the Spark UI Ingress of %s", action.query)
         elif isinstance(action, CreateDriver):
             children = render.children(action.run, settings)
             kopf.adopt(children, owner=body)
@@ -148,8 +156,8 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                             log.info("created RoleBinding %s", child["metadata"]["name"])
                     elif kube.create(child):
                         log.info("created %s %s", child["kind"], child["metadata"]["name"])
-                for kind, name in render.absent_children(action.run):  # gone already: nothing to do
-                    kube.delete(kind, inputs.namespace, name)
+                for kind, name in render.absent_children(action.run):  # gone already, or not ours: nothing to do
+                    kube.delete(kind, inputs.namespace, name, inputs.uid)
                 if failpoints.active(Failpoint.EXIT_AFTER_CREATE):
                     os._exit(137)
             except ApiException as exc:  # refused (RBAC, admission, quota, no SparkApplication API) or down

@@ -161,7 +161,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
         service = names.driver_service_name(run.query)
         conf.update({
             "spark.kubernetes.driver.pod.name": run.driver_name,
-            "spark.kubernetes.executor.podNamePrefix": run.driver_name,
+            "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(run.query, run.attempt),
             "spark.driver.host": f"{service}.{run.namespace}.svc",
             "spark.driver.port": str(names.DRIVER_PORT),
             "spark.driver.blockManager.port": str(names.BLOCK_MANAGER_PORT),
@@ -432,7 +432,7 @@ def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
             "readOnlyRootFilesystem": read_only_root}  # fmt: skip
 
 
-def driver_env(run: Run) -> list[dict[str, Any]]:
+def driver_env(run: Run, settings: Settings) -> list[dict[str, Any]]:
     return [
         {"name": PROGRESS_FILE_ENV, "value": PROGRESS_FILE},
         {"name": SECRETS_DIR_ENV, "value": SECRETS_MOUNT_DIR},
@@ -441,7 +441,7 @@ def driver_env(run: Run) -> list[dict[str, Any]]:
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         {"name": READY_FILE_ENV, "value": READY_FILE},
-        *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if lease_access.needs_lease(run) else []),
+        *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if lease_access.needs_lease(run, settings.policy) else []),
     ]
 
 
@@ -464,8 +464,8 @@ HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 COMPONENT_DISRUPTION = "disruption-budget"  # the label of a standby query's PodDisruptionBudget
 
 
-def driver_tolerations(run: Run) -> list[dict[str, Any]]:
-    seconds = run.spec.restart_policy.node_lost_after_s(fenced=lease_access.needs_lease(run))
+def driver_tolerations(run: Run, settings: Settings) -> list[dict[str, Any]]:
+    seconds = run.spec.restart_policy.node_lost_after_s(fenced=lease_access.needs_lease(run, settings.policy))
     return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
             for key in NODE_LOST_TAINTS]  # fmt: skip
 
@@ -526,7 +526,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "image": image_of(run.spec, settings),
         "imagePullPolicy": settings.image_pull_policy,
         "args": ["job", SPEC_PATH],  # the image's entrypoint (under tini): python -m app SPEC_PATH
-        "env": driver_env(run),
+        "env": driver_env(run, settings),
         "resources": {
             "requests": {"cpu": drv.cpu_request, "memory": drv.memory},
             "limits": {"memory": drv.memory},
@@ -554,7 +554,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "securityContext": pod_security_context(settings),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "enableServiceLinks": False,
-        "tolerations": driver_tolerations(run),
+        "tolerations": driver_tolerations(run, settings),
     }
     spec.update(_placement(run, settings, account_key="serviceAccountName"))
     if "serviceAccountName" not in spec:
@@ -590,12 +590,12 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "memory": spark_memory(rt.driver.memory),
         "labels": driver_labels,
         "annotations": _run_annotations(run),
-        "env": driver_env(run),
+        "env": driver_env(run, settings),
         "volumeMounts": mounts,
         "podSecurityContext": pod_security_context(settings),
         "securityContext": container_security_context(read_only_root=False),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
-        "tolerations": driver_tolerations(run),
+        "tolerations": driver_tolerations(run, settings),
     }
     driver.update(_placement(run, settings, account_key="serviceAccount"))
     executor: dict[str, Any] = {

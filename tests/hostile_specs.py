@@ -293,10 +293,18 @@ REFUSED_BY_POLICY = {
     ),
     # exactly-once: transactional ids and control topics are the operator's, per query
     "kafka: another query's transactional id": (
-        kafka_option("kafka.transactional.id", "streamq-team-b-payments-0", at="sink"), "team-a",
+        kafka_option("kafka.transactional.id", "streamq.team-b.payments.0", at="sink"), "team-a",
         "spec.sink.kafka.options.kafka.transactional.id", "policy.transactionalNames",
     ),
     "kafka: writing into another query's control topic": (
+        changed(BASE, {"sink.kafka.topic": "streamq.team-b.payments.eos-markers"}), "team-a",
+        "spec.sink.kafka.topic", "policy.transactionalNames",
+    ),
+    "kafka: a topic Kafka cannot hold beside another query's control topic": (  # '.' and '_' collide in metrics
+        changed(BASE, {"sink.kafka.topic": "streamq_team-b_payments_eos-markers"}), "team-a",
+        "spec.sink.kafka.topic", "policy.transactionalNames",
+    ),
+    "kafka: a control topic of the names before namespace and query were kept apart": (
         changed(BASE, {"sink.kafka.topic": "streamq-team-b-payments-eos-markers"}), "team-a",
         "spec.sink.kafka.topic", "policy.transactionalNames",
     ),
@@ -322,6 +330,41 @@ REFUSED_BY_POLICY = {
         changed(BASE, {"restartPolicy": {"stableAfter": "1s"}}), "team-a",
         "spec.restartPolicy.stableAfter", "policy.restarts",
     ),
+    # caps count every driver that can run at once, each with its executors (app.contract.capacity):
+    # a standby always, a warm upgrade's or blue/green's new driver at every spec change. Each spec
+    # below keeps the caps when counted as one driver.
+    "caps: a standby doubles the cores (32 alone, 64 with the standby)": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.standby": True, "runtime.driver": {"cores": 2},
+                       "runtime.executors": {"instances": 10, "cores": 3}}), "team-a",
+        "spec.runtime", "policy.maxCores",
+    ),
+    "caps: a standby doubles the executors (6 alone, 12 with the standby)": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.standby": True, "runtime.executors": {"instances": 6}}),
+        "team-a", "spec.runtime.executors.instances", "policy.maxExecutors",
+    ),
+    "caps: a standby doubles the memory (35.5Gi alone, 71Gi with the standby)": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.standby": True, "runtime.driver": {"memory": "8Gi"},
+                       "runtime.executors": {"instances": 5, "memory": "5Gi"}}), "team-a",
+        "spec.runtime", "policy.maxMemory",
+    ),
+    "caps: a standby's driver coreRequest counts twice": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.standby": True,
+                       "runtime.driver": {"cores": 1, "coreRequest": "17"}}), "team-a",
+        "spec.runtime", "policy.maxCores",
+    ),
+    "caps: a warm upgrade's second driver (the default on a shared checkpoint)": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.driver": {"cores": 17}}), "team-a",
+        "spec.runtime", "policy.maxCores",
+    ),
+    "caps: blue/green's green driver beside blue": (
+        changed(BASE, {"checkpoint.volume": PVC, "upgrade": {"strategy": "blueGreen"},
+                       "runtime.driver": {"memory": "40Gi"}}), "team-a",
+        "spec.runtime", "policy.maxMemory",
+    ),
+    "caps: a warm upgrade's driver memory in another unit": (
+        changed(BASE, {"checkpoint.volume": PVC, "runtime.driver": {"memory": "35G"}}), "team-a",
+        "spec.runtime", "policy.maxMemory",
+    ),
     # where a query connects
     "endpoint: a broker on the cloud metadata address": (
         changed(BASE, {"source.kafka.bootstrapServers": "kafka:9092,169.254.169.254:80"}), "team-a",
@@ -330,6 +373,60 @@ REFUSED_BY_POLICY = {
     "endpoint: an object store on the metadata host": (
         changed(BASE, {"checkpoint": {"location": "s3a://bucket/team-a/cp",
                                       "s3": {"endpoint": "http://metadata.google.internal/computeMetadata"}}}),
+        "team-a", "spec.checkpoint.s3.endpoint", "policy.deniedHosts",
+    ),
+    # hosts parsed, not matched: the metadata endpoint as the JVM and libc also read it (app.contract.hosts)
+    "endpoint: decimal 2852039166 as a broker": (
+        changed(BASE, {"source.kafka.bootstrapServers": "kafka:9092,2852039166:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: hex 0xa9fea9fe as the sink's broker": (
+        changed(BASE, {"sink.kafka.bootstrapServers": "0xa9fea9fe:80"}), "team-a",
+        "spec.sink.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: octal dotted 0251.0376.0251.0376": (
+        changed(BASE, {"source.kafka.bootstrapServers": "0251.0376.0251.0376:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: the a.b.c form 169.254.43518": (
+        changed(BASE, {"source.kafka.bootstrapServers": "169.254.43518:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: IPv4-mapped IPv6 in brackets": (
+        changed(BASE, {"source.kafka.bootstrapServers": "[::ffff:169.254.169.254]:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: NAT64 64:ff9b::a9fe:a9fe": (
+        changed(BASE, {"sink.kafka.bootstrapServers": "[64:ff9b::a9fe:a9fe]:80"}), "team-a",
+        "spec.sink.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: AWS's IPv6 endpoint expanded, unbracketed": (
+        changed(BASE, {"source.kafka.bootstrapServers": "fd00:ec2:0:0:0:0:0:254:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: upper case and a root dot on the store": (
+        changed(BASE, {"checkpoint": {"location": "s3a://bucket/team-a/cp",
+                                      "s3": {"endpoint": "http://METADATA.GOOGLE.INTERNAL./computeMetadata/v1"}}}),
+        "team-a", "spec.checkpoint.s3.endpoint", "policy.deniedHosts",
+    ),
+    "endpoint: instance-data, completed by a search domain": (
+        changed(BASE, {"source.kafka.bootstrapServers": "instance-data:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: a pod record that spells the address": (
+        changed(BASE, {"source.kafka.bootstrapServers": "169-254-169-254.kube-system.pod.cluster.local:80"}), "team-a",
+        "spec.source.kafka.bootstrapServers", "policy.deniedHosts",
+    ),
+    "endpoint: an HDFS namenode on the metadata address": (
+        changed(BASE, {"checkpoint.location": "hdfs://169.254.169.254:80/team-a/cp"}), "team-a",
+        "spec.checkpoint.location", "policy.deniedHosts",
+    ),
+    "endpoint: an abfs account on the Azure metadata name": (
+        changed(BASE, {"checkpoint.location": "abfss://container@metadata.azure.internal/team-a/cp"}), "team-a",
+        "spec.checkpoint.location", "policy.deniedHosts",
+    ),
+    "endpoint: the bucket in front of the S3 endpoint's name": (
+        changed(BASE, {"checkpoint": {"location": "s3a://metadata/team-a/cp", "s3": {"endpoint": "google.internal"}}}),
         "team-a", "spec.checkpoint.s3.endpoint", "policy.deniedHosts",
     ),
     "secret: another query's Lease account, even where any account is allowed": (
@@ -377,6 +474,79 @@ REFUSED_BY_POLICY = {
     "conf: a listener class under spark.sql.*": (
         conf(spark__sql__streaming__ui__listener="com.evil.Listener"), "team-a",
         "spec.runtime.sparkConf.spark.sql.streaming.ui.listener", "policy.classSparkConf",
+    ),
+    # -- identity, not names (issue #35): what a word or an account is, not what it is called ----
+    # functions Spark calls without parentheses (app.contract.sql.NILADIC_FUNCTIONS), backticked too
+    "identity: user written alone in a where": (
+        step(where="user IS NOT NULL"), "team-a", "spec.transforms[3].where", "policy.allowedSQLFunctions",
+    ),
+    "identity: current_user alone, a comment before the next token": (
+        step(withColumn={"name": "who", "expr": "concat(current_user/**/, '')"}), "team-a",
+        "spec.transforms[3].withColumn.expr", "policy.allowedSQLFunctions",
+    ),
+    "identity: session_user in backticks in a select": (
+        step(select=["`session_user` AS who", "value"]), "team-a",
+        "spec.transforms[3].select[0]", "policy.allowedSQLFunctions",
+    ),
+    "identity: USER upper case in a sql step": (
+        step(sql="SELECT key, CAST(USER AS BINARY) AS value FROM input"), "team-a",
+        "spec.transforms[3].sql", "policy.allowedSQLFunctions",
+    ),
+    "identity: user as a lambda's body": (
+        step(withColumn={"name": "who", "expr": "transform(array(1), x -> user)"}), "team-a",
+        "spec.transforms[3].withColumn.expr", "policy.allowedSQLFunctions",
+    ),
+    # the driver account creates and deletes pods: only for a driver that starts executors
+    "identity: the driver account without executors": (
+        changed(BASE, {"runtime.serviceAccountName": "streamq-driver"}), "team-a",
+        "spec.runtime.serviceAccountName", "policy.allowedServiceAccounts",
+    ),
+    "identity: the driver account with zero executors written out": (
+        changed(BASE, {"runtime.serviceAccountName": "streamq-driver", "runtime.executors": {"instances": 0}}),
+        "team-a", "spec.runtime.serviceAccountName", "policy.allowedServiceAccounts",
+    ),
+    "identity: the driver account for a standby query without executors": (
+        changed(BASE, {"runtime.serviceAccountName": "streamq-driver", "runtime.standby": True,
+                       "checkpoint.volume": PVC}), "team-a",
+        "spec.runtime.serviceAccountName", "policy.allowedServiceAccounts",
+    ),
+    # derived values and node identity: what the operator derives from the spec (a fresh checkpoint
+    # <location>-reset-<n>, the volume mounted at its parent) keeps the spec's location rules, and a
+    # remote checkpoint writes with credentials of the namespace, never with the node's identity.
+    # (A remote location that derives one outside the namespace's folder, s3a://bucket/<namespace> with
+    # newCheckpoint or blueGreen, is refused too, but only in that namespace: tests/unit/app/test_derived.py.)
+    "derived: a fresh checkpoint outside the checkpoint roots": (
+        changed(BASE, {"checkpoint": {"location": "/tmp", "onIncompatibleChange": "newCheckpoint"}}), "team-a",
+        "spec.checkpoint.location", "policy.derivedLocations",
+    ),
+    "derived: a checkpoint volume mounted beside the roots": (
+        changed(BASE, {"checkpoint": {"location": "/checkpoints", "volume": PVC, "onIncompatibleChange": "newCheckpoint"}}),
+        "team-a", "spec.checkpoint.location", "policy.derivedLocations",
+    ),
+    "derived: blue/green's volume mounted beside the roots": (
+        changed(BASE, {"checkpoint": {"location": "//checkpoints/", "volume": PVC}, "upgrade": {"strategy": "blueGreen"}}),
+        "team-a", "spec.checkpoint.location", "policy.derivedLocations",
+    ),
+    "derived: a fresh checkpoint past the length limit": (
+        changed(BASE, {"checkpoint": {"location": "/checkpoints/" + "q" * (4096 - len("/checkpoints/")),
+                                      "onIncompatibleChange": "newCheckpoint"}}),
+        "team-a", "spec.checkpoint.location", "policy.derivedLocations",
+    ),
+    "node identity: an s3a checkpoint without credentials": (
+        changed(BASE, {"checkpoint": {"location": "s3a://bucket/team-a/q"}}), "team-a",
+        "spec.checkpoint.s3.credentials", "policy.allowNodeIdentity",
+    ),
+    "node identity: an s3a store without credentials": (
+        changed(BASE, {"checkpoint": {"location": "s3a://bucket/team-a/q", "s3": {"region": "eu-west-1"}}}), "team-a",
+        "spec.checkpoint.s3.credentials", "policy.allowNodeIdentity",
+    ),
+    "node identity: a gs checkpoint (no credentials of its own)": (
+        changed(BASE, {"checkpoint": {"location": "gs://bucket/team-a/q"}}), "team-a",
+        "spec.checkpoint.location", "policy.allowNodeIdentity",
+    ),
+    "node identity: an hdfs checkpoint (the process's user)": (
+        changed(BASE, {"checkpoint": {"location": "hdfs://namenode:8020/team-a/q"}}), "team-a",
+        "spec.checkpoint.location", "policy.allowNodeIdentity",
     ),
 }
 

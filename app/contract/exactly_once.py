@@ -4,9 +4,9 @@ The sink (``app.pipeline.exactly_once``) writes each micro-batch as one Kafka
 transaction per writer, with a marker (checkpoint id, batch id, writer) in the
 same transaction, in a control topic of the query's own. What is decided here:
 
-* names: the transactional ids and the control topic, per namespace and query,
-  so two queries never fence each other and a platform can grant ACLs by prefix
-  (``streamq-<namespace>-``);
+* names: the transactional ids, the control topic and its readers' group, per
+  namespace and query, so two queries never fence each other and a platform can
+  grant ACLs by prefix (``streamq.<namespace>.``);
 * the marker's format, and whether a marker says a writer's part of a batch is
   already committed;
 * which specs cannot have it: modes without a batch to commit, transforms whose
@@ -18,7 +18,6 @@ docs/architecture.md ("Exactly-once Kafka output") holds the argument.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -30,35 +29,64 @@ from app.contract.spec import QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message)
 
-NAME_PREFIX = "streamq-"
-CONTROL_SUFFIX = "-eos-markers"
-MAX_TOPIC = 249  # Kafka's limit on a topic name
+NAME_PREFIX = "streamq"
+SEPARATOR = "."
+CONTROL_SUFFIX = "eos-markers"
+READER_SUFFIX = "eos-reader"
+LEGACY_CONTROL = re.compile(r"^streamq-.*-eos-markers$")  # the names before namespace and query were kept apart
+MAX_TOPIC = 249  # Kafka's limit on a topic name (and its legal characters: [a-zA-Z0-9._-])
+# Kubernetes names a namespace with a DNS-1123 label: no dot, so the first dot after it ends it.
+# A query's name is a DNS-1035 label (app.contract.names); any DNS-1123 label is taken here.
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# The longest name (the readers' group) with two 63-character labels: far below MAX_TOPIC, so a
+# name is never shortened, and two names never share a shortened stem.
+LONGEST_NAME = len(NAME_PREFIX) + 3 * len(SEPARATOR) + 63 + 63 + max(len(CONTROL_SUFFIX), len(READER_SUFFIX))
 # The broker refuses a producer whose transaction.timeout.ms is above its transaction.max.timeout.ms (default 15 min).
 BROKER_MAX_TIMEOUT_MS = 15 * 60 * 1000
 MARKER_VERSION = 1
 
 
 # --- names ------------------------------------------------------------------------------------
+#
+# ``streamq.<namespace>.<query>.<what>``: namespace and query are DNS-1123 labels (no dot, refused
+# here otherwise), so a name splits back into (namespace, query, what) at its dots and no two
+# (namespace, query) pairs share a name; and ``streamq.<namespace>.`` (what a platform grants a
+# namespace's principal) starts no other namespace's names: a dash, unlike a dot, could not tell
+# namespace `team` with query `a-payments` from namespace `team-a` with query `payments`.
+#
+# Kafka refuses a topic whose name equals an existing one's once '.' and '_' are read as one
+# (their metric names would collide). A name that collides with a control topic has '_' where
+# the control topic has a dot: it starts with `streamq_` or `streamq.<namespace>_`, or has
+# `<namespace>.<query>_`, none of them under another namespace's prefix `streamq.<other>.`, so a
+# tenant holding only its own prefix cannot create one; and a sink topic that collides with any
+# control topic is refused by the policy (policy.transactionalNames, ``is_control_topic``).
+
+
+def _label(what: str, value: str) -> str:
+    if not _LABEL.match(value):
+        raise ValueError(f"{what} {value!r} is not a DNS-1123 label: it cannot name Kafka transactional ids "
+                         "and topics apart from other queries'")  # fmt: skip
+    return value
 
 
 def query_prefix(namespace: str, query: str) -> str:
-    """``streamq-<namespace>-<query>-``: every transactional id and the control topic of one query
-    start with it. Too long for a topic name: shortened, with a hash of the whole so names stay apart."""
-    base = f"{NAME_PREFIX}{namespace}-{query}"
-    room = MAX_TOPIC - len(CONTROL_SUFFIX)
-    if len(base) > room:
-        digest = hashlib.sha256(base.encode()).hexdigest()[:12]
-        base = f"{base[: room - len(digest) - 1]}-{digest}"
-    return f"{base}-"
+    """``streamq.<namespace>.<query>.``: every transactional id, the control topic and its readers'
+    group of one query start with it, and no other query's do."""
+    return SEPARATOR.join((NAME_PREFIX, _label("namespace", namespace), _label("query name", query), ""))
 
 
 def namespace_prefix(namespace: str) -> str:
     """What a platform grants one namespace's Kafka principal (prefixed ACLs)."""
-    return f"{NAME_PREFIX}{namespace}-"
+    return SEPARATOR.join((NAME_PREFIX, _label("namespace", namespace), ""))
 
 
 def control_topic(namespace: str, query: str) -> str:
-    return f"{query_prefix(namespace, query)[:-1]}{CONTROL_SUFFIX}"
+    return f"{query_prefix(namespace, query)}{CONTROL_SUFFIX}"
+
+
+def reader_group(namespace: str, query: str) -> str:
+    """The group id of the consumer that reads the markers back (assigned partitions, never committed)."""
+    return f"{query_prefix(namespace, query)}{READER_SUFFIX}"
 
 
 def transactional_id(namespace: str, query: str, writer: int) -> str:
@@ -68,7 +96,11 @@ def transactional_id(namespace: str, query: str, writer: int) -> str:
 
 
 def is_control_topic(topic: str) -> bool:
-    return topic.startswith(NAME_PREFIX) and topic.endswith(CONTROL_SUFFIX)
+    """A control topic's name, or one Kafka would refuse beside it (``_`` read as ``.``)."""
+    plain = topic.replace("_", SEPARATOR)
+    return (plain.startswith(NAME_PREFIX + SEPARATOR) and plain.endswith(SEPARATOR + CONTROL_SUFFIX)) or bool(
+        LEGACY_CONTROL.match(topic)
+    )
 
 
 # --- markers ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.contract.names import API_VERSION, KIND
+from app.contract.names import API_VERSION, KIND, query_name_problem
 from app.contract.policy import OperatorFacts, Policy, check_policy
 from app.contract.spec import QuerySpec
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
@@ -53,6 +53,8 @@ def load_document(
         if not isinstance(metadata, dict) or not metadata.get("name"):
             problems.append(Problem("metadata.name", "a StreamingQuery needs a name"))
             metadata = {}
+        elif (bad_name := query_name_problem(str(metadata["name"]))) is not None:
+            problems.append(Problem("metadata.name", bad_name))
         if problems:
             raise SpecError(problems)
         namespace = metadata.get("namespace")

@@ -5,6 +5,7 @@ Both sides import these; neither spells them out again.
 
 from __future__ import annotations
 
+import re as _re
 from enum import IntEnum
 
 GROUP = "streamq.io"
@@ -14,11 +15,35 @@ KIND = "StreamingQuery"
 PLURAL = "streamingqueries"
 SHORT_NAME = "sq"
 
+# A query's name is the stem of every child's name (`<query>-<suffix>`) and of the names it has outside
+# Kubernetes (Kafka transactional ids, control topics): a DNS-1035 label, so it holds no dot and
+# `fraud.filter` cannot map onto `fraud-filter`; short enough that every child name (the longest,
+# `<query>-driver-<attempt>`, is also Spark's executor pod name prefix) stays a valid label. The
+# CRD refuses other names (a CEL rule, controller.crd) and so do `streamq validate` and the operator.
+QUERY_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+MAX_QUERY_NAME = 40
+
+
+def query_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a StreamingQuery, None when it can."""
+    if len(name) > MAX_QUERY_NAME:
+        return f"{name!r} is {len(name)} characters long; a StreamingQuery's name has at most {MAX_QUERY_NAME}"
+    if not _re.match(QUERY_NAME_PATTERN, name):
+        return (f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
+                "ending with a letter or digit; no dots): the operator names the query's pods, Services and "
+                "Kafka transactional ids after it")
+    return None
+
+
 # Labels on everything the operator creates for a query.
 LABEL_QUERY = f"{GROUP}/query"
 LABEL_COMPONENT = f"{GROUP}/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "streamq"
+# On a Secret the namespace's owners made for queries' credentials (auth.secretRef,
+# checkpoint.s3.credentials.secretRef): with the value "true" and of type Opaque, a query may mount it.
+LABEL_CREDENTIALS = f"{GROUP}/credentials"
+CREDENTIALS_SECRET_TYPE = "Opaque"
 
 # The chart's defaults: what the operator and `streamq validate` assume when told nothing else.
 DEFAULT_JOB_IMAGE = "streamq:0.1.0"

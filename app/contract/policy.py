@@ -27,9 +27,9 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from kubernetes.utils import parse_quantity
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
-from app.contract import exactly_once, kafka_settings, locations, sql
+from app.contract import capacity, exactly_once, hosts, kafka_settings, locations, sql
 from app.contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
@@ -50,8 +50,15 @@ OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a 
 TENANT_SECRETS = "streamq-*"
 TENANT_CLAIMS = "streamq-*"  # likewise for claims: a query never mounts another application's volume  # a Secret a namespace's owners made for queries: only they can name one so
 NAMESPACE_VARIABLE = "${namespace}"
-# Addresses no query has business with: the cloud metadata endpoints (instance credentials).
-METADATA_HOSTS = ("169.254.*", "metadata", "metadata.google.internal", "fd00:ec2::254", "100.100.100.200")
+# Addresses no query has business with: the cloud metadata endpoints (instance credentials) and
+# the link-local ranges they live in (AWS's ECS and Pod Identity agents sit at 169.254.170.x and
+# fd00:ec2::23), and the names that resolve to them, also as a resolver's search domains complete
+# a single label (instance-data -> instance-data.<region>.compute.internal). app.contract.hosts.
+METADATA_HOSTS = (
+    "169.254.0.0/16", "fe80::/10", "fd00:ec2::/32", "100.100.100.200/32",
+    "metadata", "metadata.google.internal", "metadata.goog", "metadata.azure.internal",
+    "instance-data", "instance-data.ec2.internal",
+)  # fmt: skip
 
 
 class VolumeKind(StrEnum):
@@ -99,7 +106,8 @@ class Policy(Model):
     )
     allowed_service_accounts: tuple[str, ...] = _none_by_default(
         "Accounts a query may name in runtime.serviceAccountName, besides the chart's driver "
-        "account (always allowed); '*': any account of the query's namespace. Never the operator's own.",
+        "account (for queries that run executors only); '*': any account of the query's namespace. Never the "
+        "operator's own.",
     )
     allowed_volumes: tuple[VolumeKind, ...] = Field(
         default=(VolumeKind.PERSISTENT_VOLUME_CLAIM, VolumeKind.EMPTY_DIR),
@@ -114,15 +122,24 @@ class Policy(Model):
         default=("/var/lib/streamq",),
         description="When hostPath is allowed: the node directories (and what is below them) it may use.",
     )
-    max_executors: int = Field(default=10, ge=0, le=MAX_EXECUTORS, description="runtime.executors.instances at most.")
+    max_executors: int = Field(
+        default=10,
+        ge=0,
+        le=2 * MAX_EXECUTORS,
+        description="Executor pods of one query at once: runtime.executors.instances, twice for a query that can run "
+        "two drivers at once (runtime.standby, warm upgrades: app.contract.capacity).",
+    )
     max_cores: int = Field(
         default=32,
         ge=1,
-        le=MAX_CORES * (MAX_EXECUTORS + 1),
-        description="Cores of one query: driver.cores + executors.instances x executors.cores.",
+        le=2 * MAX_CORES * (MAX_EXECUTORS + 1),
+        description="Cores of one query at once: drivers x (driver.cores + executors.instances x executors.cores), "
+        "where drivers is 2 for a standby or warm-upgrade query (app.contract.capacity).",
     )
     max_memory: Quantity = Field(
-        default="64Gi", description="Memory of one query: driver.memory + executors.instances x executors.memory."
+        default="64Gi",
+        description="Memory of one query at once: drivers x (driver.memory + executors.instances x "
+        "executors.memory with Spark's overhead), where drivers is 2 for a standby or warm-upgrade query.",
     )
     allowed_spark_conf: tuple[str, ...] = Field(
         default=DEFAULT_SPARK_CONF,
@@ -171,21 +188,40 @@ class Policy(Model):
     )
     denied_hosts: tuple[str, ...] = Field(
         default=METADATA_HOSTS,
-        description="Hosts no bootstrapServers or checkpoint.s3.endpoint may name (exact, or prefix*): "
-        "the cloud metadata endpoints by default.",
+        description="Hosts no broker (bootstrapServers), checkpoint.s3.endpoint or remote checkpoint host may be: "
+        "networks (169.254.0.0/16, an address) that IP literals are compared with in every form the JVM and libc "
+        "read, and names (with their subdomains). Default: the cloud metadata endpoints. An older prefix "
+        "like 169.254.* means its network.",
     )
+    allowed_hosts: tuple[str, ...] = _none_by_default(
+        "When not empty, the only hosts a broker, checkpoint.s3.endpoint or remote checkpoint host may be: "
+        f"networks (10.0.0.0/8), names (kafka.example.com, and its subdomains), domains (*.kafka.svc, .example.com), "
+        f"with {NAMESPACE_VARIABLE} for the query's namespace; '*' or empty: any host deniedHosts does not refuse.",
+    )
+
+    @field_validator("denied_hosts", "allowed_hosts")
+    @classmethod
+    def _host_patterns(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
+        hosts.compile_patterns(entries)  # a typo refuses the policy, not every query
+        return entries
     allow_spark_ui: bool = Field(
         default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
     )
     allow_exactly_once: bool = Field(
         default=True,
         description="Whether a query may ask for sink.kafka.delivery exactlyOnce (its writers need Write on the "
-        "TransactionalId prefix streamq-<namespace>- and on the control topic: docs/security.md).",
+        "TransactionalId prefix streamq.<namespace>. and on the control topic: docs/security.md).",
     )
     allow_standby: bool = Field(
         default=True,
         description="Whether a query may ask for runtime.standby (without executors its drivers run as an account "
         "the operator makes for the query, which can only get and update that query's Lease).",
+    )
+    allow_node_identity: bool = Field(
+        default=False,
+        description="Whether a remote checkpoint may be written without credentials of its own (an s3a:// one "
+        "without checkpoint.s3.credentials; gs://, abfs://, hdfs://... have none): with the node's or the pod's "
+        "identity (instance profile, IRSA, workload identity), i.e. with the platform's rights, not the namespace's.",
     )
 
 
@@ -229,6 +265,19 @@ def _operator_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
         yield ".runtime.serviceAccountName", f"{account} is the operator's own account; a query never runs as it"
 
 
+def runs_executors(spec: QuerySpec, policy: Policy | None) -> bool:
+    """Whether the query starts executor pods on this platform: the only reason for its driver to
+    hold the driver account (``None``: no policy applies)."""
+    return spec.runtime.executors.instances > 0 and (policy is None or policy.max_executors > 0)
+
+
+def warm_upgrades(spec: QuerySpec, policy: Policy | None) -> bool:
+    """Whether the query's spec changes are warm upgrades on this platform (``QuerySpec.warm_upgrades``):
+    a second driver and a Lease token, which ``allowStandby: false`` turns off; a change is then a
+    plain restart. ``None``: no policy applies."""
+    return spec.warm_upgrades and (policy is None or policy.allow_standby)
+
+
 def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     account = spec.runtime.service_account_name
     allowed = [facts.driver_service_account, *policy.allowed_service_accounts]
@@ -236,6 +285,13 @@ def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, name
         return
     if account.endswith(LEASE_ACCOUNT_SUFFIX):  # even under "*": it would take another query's Lease
         yield ".runtime.serviceAccountName", f"{account} is an account the operator makes for a query's Lease"
+        return
+    if account == facts.driver_service_account and not runs_executors(spec, policy):
+        # even under "*": it creates, patches and deletes pods, which only a driver that starts executors needs
+        yield ".runtime.serviceAccountName", (
+            f"{account} is the driver account, which creates and deletes pods: only a query that runs executors "
+            f"(runtime.executors.instances > 0, where policy.maxExecutors > 0) may run as it"
+        )
         return
     if not matches(account, allowed):
         yield ".runtime.serviceAccountName", f"service account {account} is not allowed (allowed: {_listed(allowed)})"
@@ -407,46 +463,82 @@ def _remote_checkpoint(spec: QuerySpec, policy: Policy, facts: OperatorFacts, na
         yield ".checkpoint.location", f"{shown} is outside this namespace's checkpoint prefixes (allowed: {allowed})"
 
 
+def _node_identity(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    """Without a key of its own, a store client falls back on whatever identity the pod has: S3A's
+    default chain ends at the instance profile (or IRSA's web identity), gs:// and abfs:// use the
+    node's service account, hdfs:// the process's user. Every namespace would write with the same,
+    platform-wide rights, across every tenant's prefix."""
+    where = locations.parse(spec.checkpoint.location)
+    if where.local or policy.allow_node_identity:
+        return
+    s3 = spec.checkpoint.s3
+    if where.scheme == "s3a":
+        if s3 is None or s3.credentials is None:
+            yield ".checkpoint.s3.credentials", (
+                "an s3a:// checkpoint without credentials writes with the node's identity (S3A's default chain: "
+                "instance profile, IRSA), the platform's rights; set spec.checkpoint.s3.credentials.secretRef"
+            )
+        return
+    yield ".checkpoint.location", (
+        f"a {where.scheme}:// checkpoint has no credentials of its own (only s3a:// takes "
+        "spec.checkpoint.s3.credentials): it would write with the node's identity, the platform's rights"
+    )
+
+
+def _derived_locations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    """The fresh checkpoint the operator (or the job) would make next to the spec's, held to the
+    location rules now, before any incompatible change asks for it (app.contract.derived)."""
+    from app.contract import derived  # it runs this module's location rules
+
+    yield from derived.reset_location_problems(spec, policy, facts, namespace)
+
+
 # --- resources -------------------------------------------------------------------------------
 
 
+# The caps count every driver that can run at once, each with its executors: a standby, a warm
+# upgrade's or blue/green's second driver (app.contract.capacity says why, takeovers included).
+
+
 def _executors(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
-    instances = spec.runtime.executors.instances
-    if instances > policy.max_executors:
-        yield ".runtime.executors.instances", f"{instances} executors, at most {policy.max_executors} allowed"
-
-
-def _pod_cores(cores: int, request: str | None) -> Decimal:
-    """What a pod takes from the cluster: Spark's cores or the CPU it requests, the larger."""
-    return max(Decimal(cores), parse_quantity(request) if request else Decimal(0))
+    count = capacity.executors_at_once(spec)
+    if count.total > policy.max_executors:
+        yield ".runtime.executors.instances", (
+            f"{count.explain(f'{count.executors} executors', f'{count.total} executors')}, "
+            f"at most {policy.max_executors} allowed"
+        )
 
 
 def _cores(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
-    rt = spec.runtime
-    total = _pod_cores(rt.driver.cores, rt.driver.core_request) + rt.executors.instances * _pod_cores(
-        rt.executors.cores, rt.executors.core_request
-    )
-    if total > policy.max_cores:
+    count = capacity.cores_at_once(spec)
+    if count.total > policy.max_cores:
+        one = f"{_number(count.driver)} driver" + _each_executor(count, _number)
         yield ".runtime", (
-            f"{total.normalize():f} cores (driver + executors, cores or coreRequest, the larger), "
+            f"{count.explain(one, f'{_number(count.total)} cores')} (per pod cores or coreRequest, the larger), "
             f"at most {policy.max_cores} allowed"
         )
 
 
-# Spark on Kubernetes adds this much to an executor pod's memory (spark.kubernetes.memoryOverheadFactor 0.1,
-# at least 384 MiB); the driver pod is limited to driver.memory itself (controller.render.driver_heap).
-EXECUTOR_OVERHEAD_FACTOR = Decimal("0.1")
-EXECUTOR_MIN_OVERHEAD = Decimal(384 * 2**20)
+def _each_executor(count: capacity.AtOnce, show: Callable[[Decimal], str]) -> str:
+    return f" + {count.executors} x {show(count.executor)} executor" if count.executors else ""
+
+
+def _number(value: Decimal) -> str:
+    return f"{value.normalize():f}"
+
+
+def _gi(value: Decimal) -> str:
+    return f"{value / 2**30:.1f}Gi"
 
 
 def _memory(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
-    rt = spec.runtime
-    executor = parse_quantity(rt.executors.memory)
-    executor += max(executor * EXECUTOR_OVERHEAD_FACTOR, EXECUTOR_MIN_OVERHEAD)
-    total = parse_quantity(rt.driver.memory) + rt.executors.instances * executor
-    if total > parse_quantity(policy.max_memory):
-        shown = f"{total / 2**30:.1f}Gi"
-        yield ".runtime", f"{shown} of memory (driver + executors with Spark's overhead), at most {policy.max_memory} allowed"
+    count = capacity.memory_at_once(spec)
+    if count.total > parse_quantity(policy.max_memory):
+        one = f"{_gi(count.driver)} driver" + _each_executor(count, _gi)
+        yield ".runtime", (
+            f"{count.explain(one, f'{_gi(count.total)} of memory')} (executors with Spark's overhead), "
+            f"at most {policy.max_memory} allowed"
+        )
 
 
 def _restarts(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -466,28 +558,90 @@ def _restarts(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: 
 
 # --- where a query connects -------------------------------------------------------------------
 
-def _host(address: str) -> str:
-    """host of host:port, [v6]:port, or a URL."""
-    address = re.sub(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", "", address).split("/", 1)[0]
-    if address.startswith("["):
-        return address[1:].split("]", 1)[0]
-    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+# Schemes whose authority is a bucket, not a host: the store's endpoint is the host (gs:// and AWS: fixed).
+BUCKET_SCHEMES = ("s3a", "s3", "s3n", "gs")
+# Kafka options and sparkConf keys whose values name hosts: refused by default, checked too when a policy opens one.
+HOST_KEY = re.compile(r"(servers|\.urls?|\.uri|endpoint|\.host|\.address|defaultfs)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Connection:
+    path: str  # below spec
+    address: str  # host, host:port, [v6]:port or a URL, as written
+    shown: str  # for messages (no credentials)
+    host: bool = True  # False: a bucket, compared with deniedHosts only
+
+
+def connections(spec: QuerySpec) -> Iterator[Connection]:
+    """Every address a query makes its pods connect to."""
+    for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
+        for server in (endpoint.bootstrap_servers.split(",") if endpoint is not None else ()):
+            if server.strip():  # Kafka skips empty entries
+                yield Connection(f"{at}.bootstrapServers", server, server.strip())
+    keyed = [(path, key, value) for path, key, value in kafka_options(spec)]
+    keyed += [(f".runtime.sparkConf.{key}", key, value) for key, value in spec.runtime.spark_conf.items()]
+    for path, key, value in keyed:
+        if HOST_KEY.search(key):
+            yield from (Connection(path, v, v.strip()) for v in value.split(",") if v.strip())
+    s3 = getattr(spec.checkpoint, "s3", None)
+    if s3 is not None and s3.endpoint:
+        yield Connection(".checkpoint.s3.endpoint", s3.endpoint, s3.endpoint)
+    location = spec.checkpoint.location
+    where = locations.parse(location)
+    if where.local or not where.bucket:
+        return
+    bucket = where.scheme in BUCKET_SCHEMES
+    yield Connection(".checkpoint.location", location, locations.redacted(location), host=not bucket)
+    if bucket and s3 is not None and s3.endpoint and not s3.path_style_access:
+        try:  # virtual-host style: S3A connects to <bucket>.<endpoint's host>
+            (store,) = hosts.split(s3.endpoint)
+        except (hosts.HostError, ValueError):
+            return  # reported at checkpoint.s3.endpoint
+        if hosts.ipv4_readings(store.host.rstrip(".")) is None and ":" not in store.host:
+            composed = f"{where.bucket.rpartition('@')[2]}.{store.host}"
+            yield Connection(".checkpoint.s3.endpoint", composed, f"{composed} (the bucket before the endpoint)")
+
+
+def _readings(connection: Connection) -> list[hosts.Host] | str:
+    """The host's readings, or why it cannot be read."""
+    try:
+        return hosts.parse(connection.address)
+    except hosts.HostError as exc:
+        return str(exc)
 
 
 def _endpoints(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
-    addresses = [
-        (f"{at}.bootstrapServers", server)
-        for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka))
-        if endpoint is not None
-        for server in endpoint.bootstrap_servers.split(",")
-    ]
-    s3 = getattr(spec.checkpoint, "s3", None)
-    if s3 is not None and s3.endpoint:
-        addresses.append((".checkpoint.s3.endpoint", s3.endpoint))
-    for at, address in addresses:
-        host = _host(address.strip()).lower().rstrip(".")
-        if matches(host, policy.denied_hosts):
-            yield at, f"{host} is a cloud metadata endpoint (policy.deniedHosts), never a broker or a store"
+    denied = hosts.compile_patterns(policy.denied_hosts, namespace or "default")
+    for connection in connections(spec):
+        readings = _readings(connection)
+        if isinstance(readings, str):
+            if connection.host:  # a bucket's own rules are remoteCheckpointPrefixes'
+                yield connection.path, f"{connection.shown}: {readings}; a host is a DNS name or an IP address"
+            continue
+        hit = next((h for reading in readings for h in hosts.denied_by(reading, denied)), None)
+        if hit is not None:
+            entry, matched = hit
+            yield connection.path, (
+                f"{connection.shown} is {matched}, which {entry} denies: the cloud metadata endpoints are never "
+                "a broker, a store or a namenode"
+            )
+
+
+def _allowed_endpoints(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+    if not policy.allowed_hosts:
+        return
+    ns = namespace or "default"
+    allowed, denied = hosts.compile_patterns(policy.allowed_hosts, ns), hosts.compile_patterns(policy.denied_hosts, ns)
+    for connection in connections(spec):
+        readings = _readings(connection)
+        if not connection.host or isinstance(readings, str):
+            continue  # unreadable hosts: policy.deniedHosts
+        if any(next(hosts.denied_by(r, denied), None) for r in readings):
+            continue
+        refused = [r.text for r in readings if not hosts.allowed(r, allowed)]
+        if refused:
+            listed = _listed(p.replace(NAMESPACE_VARIABLE, ns) for p in policy.allowed_hosts)
+            yield connection.path, f"{connection.shown}: host {refused[0]} is not allowed (allowed: {listed})"
 
 
 # --- SQL and Kafka client settings --------------------------------------------------------------
@@ -534,10 +688,12 @@ def _transactional_names(spec: QuerySpec, policy: Policy, facts: OperatorFacts, 
     a batch it never wrote."""
     for path, key, _ in kafka_options(spec):
         if key.lower() == "kafka.transactional.id":
-            yield path, "transactional ids are set by the exactlyOnce sink (streamq-<namespace>-<query>-<writer>)"
+            yield path, "transactional ids are set by the exactlyOnce sink (streamq.<namespace>.<query>.<writer>)"
     kafka = spec.sink.kafka
     if kafka is not None and exactly_once.is_control_topic(kafka.topic):
-        yield ".sink.kafka.topic", f"{kafka.topic} is an exactlyOnce control topic; only its query's writers write it"
+        yield ".sink.kafka.topic", (f"{kafka.topic} is, or collides in Kafka with ('.' and '_' read as one), an "
+                                    "exactlyOnce control topic (streamq.<namespace>.<query>.eos-markers); only its "
+                                    "query's writers write it")  # fmt: skip
 
 
 # --- sparkConf -------------------------------------------------------------------------------
@@ -685,6 +841,7 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.allowedSQLFunctions", _sql_functions),
     PolicyRule("policy.allowedKafkaOptions", _kafka_options),
     PolicyRule("policy.deniedHosts", _endpoints),
+    PolicyRule("policy.allowedHosts", _allowed_endpoints),
     PolicyRule("policy.allowExactlyOnce", _exactly_once),
     PolicyRule("policy.transactionalNames", _transactional_names),
     PolicyRule("policy.allowSparkUI", _spark_ui),
@@ -695,6 +852,8 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.protectedPaths", _checkpoint_paths),
     PolicyRule("policy.checkpointRoots", _checkpoint_roots),
     PolicyRule("policy.remoteCheckpointPrefixes", _remote_checkpoint),
+    PolicyRule("policy.allowNodeIdentity", _node_identity),
+    PolicyRule("policy.derivedLocations", _derived_locations),
     PolicyRule("policy.maxExecutors", _executors),
     PolicyRule("policy.maxCores", _cores),
     PolicyRule("policy.maxMemory", _memory),

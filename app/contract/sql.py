@@ -65,9 +65,19 @@ SYNTAX_WORDS = frozenset(
     "filter".split()
 )
 DEFAULT_SQL_FUNCTIONS = SPARK_FUNCTIONS - REFUSED_FUNCTIONS.keys()
+# Names Spark calls when written alone, without "(": its grammar's currentLike words and the
+# analyser's LiteralFunctionResolution turn a one-part name into the call when no column has that
+# name, backticked or not (`user` is current_user() too). Tried on Spark 4.3: current_catalog,
+# current_database, current_schema, current_timezone and localtimestamp alone are columns only.
+NILADIC_FUNCTIONS = frozenset(
+    {"current_user", "user", "session_user", "current_date", "current_timestamp", "current_time", "localtime",
+     "current_path"}
+)  # fmt: skip
 
-_TIME_NODES = (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime, exp.Localtimestamp)
-_TIME_FUNCTIONS = {"now", "current_timestamp", "current_date", "localtimestamp", "current_timezone"}
+_TIME_NODES = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
+               exp.CurrentTime: "current_time", exp.Localtimestamp: "localtimestamp", exp.Localtime: "localtime"}  # fmt: skip
+_TIME_FUNCTIONS = {"now", "current_timestamp", "current_date", "curdate", "localtimestamp", "current_timezone",
+                   "current_time", "localtime"}  # fmt: skip
 _GROUPING_FUNCTIONS = {"window", "session_window", "grouping", "grouping_id"}
 # Text Spark reads differently from a plain query: hints hold expressions in a comment,
 # ${...} is filled from Spark's configuration (and the environment) before parsing.
@@ -141,14 +151,43 @@ def called_names(text: str) -> list[str] | None:
     ]
 
 
+def bare_calls(text: str) -> list[str] | None:
+    """Every name of ``NILADIC_FUNCTIONS`` written alone, which Spark may read as a call, lower
+    case, in order; None when the text cannot be tokenised. Not one after a dot (a struct's
+    field, a column of a named relation: ``input.user``), before a dot or "(" (a struct
+    column's field; a call, which ``called_names`` has), or after AS (an alias names, it is
+    not evaluated). Strings are data; a double-quoted one is a string unless the platform
+    opened spark.sql.ansi.doubleQuotedIdentifiers, which changes what every check here reads."""
+    tokens = _tokens(text)
+    if tokens is None:
+        return None
+    found = []
+    for at, token in enumerate(tokens):
+        name = token.text.lower()
+        written = text[token.start : token.end + 1].lower()
+        if name not in NILADIC_FUNCTIONS or written not in (name, f"`{name}`"):
+            continue
+        before = tokens[at - 1].token_type if at > 0 else None
+        after = tokens[at + 1].token_type if at + 1 < len(tokens) else None
+        if before not in (TokenType.DOT, TokenType.ALIAS) and after not in (TokenType.DOT, TokenType.L_PAREN):
+            found.append(name)
+    return found
+
+
 def function_problems(text: str, allowed: Iterable[str] = ()) -> list[str]:
-    """Why a call in ``text`` is not allowed; ``allowed`` adds names (``*``: every
-    function in Spark's registry, refused ones included)."""
+    """Why a call in ``text`` is not allowed, with or without parentheses (``bare_calls``);
+    ``allowed`` adds names (``*``: every function in Spark's registry, refused ones included)."""
     opened = set(allowed)
     names = called_names(text)
-    if names is None:
+    bare = bare_calls(text)
+    if names is None or bare is None:
         return ["is not readable as Spark SQL"]
-    found = []
+    found = [
+        f"{name} written alone is the call {name}(), which is not allowed: {REFUSED_FUNCTIONS[name]} "
+        f"(Spark calls it, backticked too, unless a column has that name; a column: input.{name} in a sql step)"
+        for name in bare
+        if name in REFUSED_FUNCTIONS and not opened & {name, "*"}
+    ]
     for name in names:
         if name in SYNTAX_WORDS or name in opened:
             continue
@@ -220,10 +259,11 @@ def not_map_like(text: str) -> list[str]:
     tree = _tree(text)
     if tree is None:
         return []
-    found: list[str] = []
+    found = [f"does not support current time operations ({name})" for name in bare_calls(text) or ()
+             if name in _TIME_FUNCTIONS]  # fmt: skip
     for node in tree.walk():
-        if isinstance(node, _TIME_NODES) or (isinstance(node, exp.Anonymous) and node.name.lower() in _TIME_FUNCTIONS):
-            found.append(f"does not support current time operations ({_name(node)})")
+        if type(node) in _TIME_NODES or (isinstance(node, exp.Anonymous) and node.name.lower() in _TIME_FUNCTIONS):
+            found.append(f"does not support current time operations ({_TIME_NODES.get(type(node)) or _name(node)})")
         elif isinstance(node, (exp.AggFunc, exp.Group, exp.Window, exp.Distinct)) or (
             isinstance(node, exp.Anonymous) and node.name.lower() in _GROUPING_FUNCTIONS
         ):

@@ -5,7 +5,7 @@ hashed over ``transactions.producers`` writers (a shuffle: which writer writes a
 row depends on the row only, never on how Spark ordered the source's ranges),
 and each writer, in its own task:
 
-1. makes a producer with the transactional id ``streamq-<namespace>-<query>-<writer>``
+1. makes a producer with the transactional id ``streamq.<namespace>.<query>.<writer>``
    and calls ``init_transactions``: this fences every earlier producer with that id
    (a killed driver's task, a failed or speculative attempt, a zombie executor) and
    aborts the transaction it left open. Fencing comes first: a check before it
@@ -40,6 +40,7 @@ from app.contract.exactly_once import (
     already_written,
     control_topic,
     query_prefix,
+    reader_group,
 )
 from app.contract.failpoints import Failpoint
 from app.contract.spec import Delivery, QuerySpec, duration_ms
@@ -96,6 +97,7 @@ class ExactlyOnceSink:
         self.topic = kafka.topic
         self.control = control_topic(namespace, query)
         self.prefix = query_prefix(namespace, query)
+        self.group = reader_group(namespace, query)
         self.writers = settings.producers
         self.timeout_ms = duration_ms(settings.timeout)
         self._checkpoint_id: str | None = None
@@ -109,7 +111,8 @@ class ExactlyOnceSink:
         columns = [c for c in HASHED_COLUMNS if c in df.columns]
         if "value" not in columns:
             raise ValueError(f"the Kafka sink needs a column named value (the query gives {', '.join(df.columns)})")
-        task = WriteTask({**self.config, **self.producer_settings}, self.config, self.topic, self.control, self.prefix,
+        readers = {**self.config, "group.id": self.group}
+        task = WriteTask({**self.config, **self.producer_settings}, readers, self.topic, self.control, self.prefix,
                          self.writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed())  # fmt: skip
         df.select(*columns).repartition(self.writers, *columns).foreachPartition(task)
 
@@ -220,10 +223,12 @@ def _bytes(value):
 
 def last_marker(config: dict[str, str], control: str, writer: int) -> Marker | None:
     """The last committed marker in the writer's control partition (read_committed: aborted ones are
-    skipped). Read back from the end in growing windows: each batch adds a marker and a commit marker."""
+    skipped). Read back from the end in growing windows: each batch adds a marker and a commit marker.
+    The sink's ``config`` names the query's group (``reader_group``: under its namespace's ACL prefix);
+    a topic made by hand gets one named after it."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({**config, "group.id": f"{control}-reader", "enable.auto.commit": False,
+    consumer = Consumer({"group.id": f"{control}-reader", **config, "enable.auto.commit": False,
                          "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(control, writer), timeout=SEND_TIMEOUT_S, cached=False)

@@ -34,8 +34,11 @@ unit test. The rules, in the order ``decide`` applies them:
 
 from __future__ import annotations
 
+from app.contract.derived import derived_location_problems
+from app.contract.credentials import credential_secret_problems, refused_for_a_secret
 from app.contract.load import validate_spec
-from app.contract.problems import SpecError
+from app.contract.names import KIND, query_name_problem
+from app.contract.problems import Problem, SpecError
 from dataclasses import replace
 
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
@@ -62,21 +65,33 @@ def _decide(inputs: Inputs) -> Decision:
     old = inputs.status
 
     try:
+        bad_name = query_name_problem(inputs.name)  # stored before the CRD's rule on names, or without it
+        if bad_name is not None:
+            raise SpecError([Problem("metadata.name", bad_name)])
         desired = validate_spec(inputs.raw_spec, policy=inputs.policy, facts=inputs.facts, namespace=inputs.namespace)
+        credentials = credential_secret_problems(desired, inputs.secrets)  # what the named Secrets are, not their names
+        if credentials:
+            raise SpecError(credentials)
     except SpecError as exc:
         return drivers.invalid_spec(d, exc)
 
+    # Only what this query controls is ever changed or deleted (Kubernetes' IsControlledBy). A pod
+    # another controller made, or anyone labelled like ours, is not touched and does not count; the
+    # drivers of an earlier StreamingQuery of the same name go with it (garbage collection) and block
+    # a new driver until gone: two drivers never write to one checkpoint.
     mine = [x for x in inputs.drivers if x.owner_uid == inputs.uid]
-    strangers = [x for x in inputs.drivers if x.owner_uid != inputs.uid]
-    for x in strangers:  # left by an earlier StreamingQuery of the same name
-        d.delete(x, "not owned by this StreamingQuery")
+    predecessors = [x for x in inputs.drivers if x.owner_uid != inputs.uid and x.owner_kind == KIND]
 
     if inputs.progress is not None:  # what the current driver reported; kept while no newer comes
         d.status.progress = inputs.progress.for_status(old.attempt)
 
-    # 2. the checkpoint gate
+    # 2. the checkpoint gate; the location it picked reaches the pod, so it keeps the spec's rules too
     run_spec, checkpoint = checkpoint_gate(d, desired)
-    drivers.terminating(d, inputs.drivers, desired)  # a pod its lost node never lets go: said, then forced
+    derived = derived_location_problems(run_spec, checkpoint.location, policy=inputs.policy, facts=inputs.facts,
+                                        namespace=inputs.namespace, why=f"checkpoint reset {checkpoint.resets}")  # fmt: skip
+    if derived:
+        return drivers.invalid_spec(d, SpecError(derived))
+    drivers.terminating(d, mine, desired)  # a pod its lost node never lets go: said, then forced
     run_hash = spec_hash(run_spec, checkpoint.location)
     refused = d.problem(ProblemKind.REFUSED_CHANGE) is not None
     d.status.mode = run_spec.mode if not refused else (old.mode or run_spec.mode)  # refused: the old one runs
@@ -89,16 +104,18 @@ def _decide(inputs: Inputs) -> Decision:
     for x in drivers_:
         if x is not current:
             d.delete(x, "superseded by a newer attempt")
-    standby.pick(d, standbys, run_spec, run_hash, upgrading=not refused and upgrade.wanted(run_spec, current, run_hash))
-    blockers = [x for x in inputs.drivers if x is not current and x is not d.standby]
+    standby.pick(d, standbys, run_spec, run_hash, upgrading=not refused and upgrade.wanted(run_spec, current, run_hash, inputs.policy))
+    blockers = [x for x in (*mine, *predecessors) if x is not current and x is not d.standby]
     if current is not None and old.attempt < attempt:  # created, but the status write was lost
         d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
         if current.spec_hash == run_hash:
             d.status.reconciled = Reconciled.of(run_spec)
             d.status.checkpoint = checkpoint
 
-    # 3. terminal phases stay until the spec changes
-    if old.phase is not None and old.phase.terminal:
+    # 3. terminal phases stay until the spec changes; but a query refused for a Secret it names (outside
+    # the spec) starts once that Secret is a credentials Secret, with no edit of the spec
+    secret_fixed = old.phase is Phase.INVALID and refused_for_a_secret(old.message)
+    if old.phase is not None and old.phase.terminal and not secret_fixed:
         if old.observed_generation == inputs.generation:
             if current is not None and current.active:
                 d.delete(current, f"the query is {old.phase}")
@@ -112,6 +129,8 @@ def _decide(inputs: Inputs) -> Decision:
             d.phase(Phase.RESTARTING, Reason.SPEC_CHANGED, f"spec changed: replacing driver {current.name}")
             d.wait(WAIT_FOR_DELETION_S)
             return d.finish("delete")
+        d.status.phase = Phase.PENDING
+    if secret_fixed:
         d.status.phase = Phase.PENDING
 
     # 4. suspend (pick dropped the standby already)
@@ -157,16 +176,18 @@ def _decide(inputs: Inputs) -> Decision:
     return restart.ended(d, current, run_spec)
 
 
-def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float) -> Decision:
-    """The API refused to create the driver: keep the old status, say why, try again later."""
+def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float,
+                    reason: Reason = Reason.DRIVER_CREATE_FAILED) -> Decision:
+    """The API refused to create the driver, or a name it needs is another object's (NAME_CONFLICT):
+    keep the old status, say why, try again later."""
     d = Draft.start(inputs)
     d.status.mode = decision.status.mode
     if d.status.phase is None:
         d.status.phase = Phase.PENDING
-    d.reason = Reason.DRIVER_CREATE_FAILED
+    d.reason = reason
     d.status.message = f"cannot create the driver: {error}"
     previous = inputs.status.condition(ConditionType.DEGRADED)
     if previous is None or previous.message != d.status.message:
-        d.event("Warning", Reason.DRIVER_CREATE_FAILED, d.status.message)
+        d.event("Warning", reason, d.status.message)
     d.wait(retry_in)
     return d.finish("create-failed")

@@ -137,7 +137,7 @@ def _degraded(phase: Phase, reason: str, message: str, worst_first: list[Problem
     """(reason, message) of what is wrong, None when nothing is."""
     if worst_first:
         return worst_first[0].reason, worst_first[0].message
-    if phase in _STUCK or reason == Reason.DRIVER_CREATE_FAILED:
+    if phase in _STUCK or reason in (Reason.DRIVER_CREATE_FAILED, Reason.NAME_CONFLICT):
         return reason, message
     if phase is Phase.RESTARTING and reason in _FAILED_RESTARTS:
         return reason, message

@@ -7,6 +7,7 @@ waits and the problems it finds (``conditions.ProblemKind``), and ends with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,9 @@ class Inputs:
     policy: Policy | None = None  # the platform's policy (chart values); None: none applies
     facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy
     lease: LeaseState | None = None  # a standby query's Lease, read when a fenced driver's node is lost
+    # The Secrets the spec names for credentials: name -> their type and labels, None for a missing one
+    # (app.contract.credentials); None: not read, not judged.
+    secrets: Mapping[str, Mapping[str, Any] | None] | None = None
 
 
 @dataclass(frozen=True)

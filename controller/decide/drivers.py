@@ -106,7 +106,8 @@ def invalid_spec(d: Draft, exc: SpecError) -> Decision:
     message = "invalid spec: " + "; ".join(str(p) for p in exc.problems)
     old = d.old
     for x in d.inputs.drivers:
-        d.delete(x, "the spec is invalid")
+        if x.owner_uid == d.inputs.uid:  # never another's (decide: only what the query controls)
+            d.delete(x, "the spec is invalid")
     reason = Reason.POLICY_VIOLATION if any(is_policy_problem(p) for p in exc.problems) else Reason.INVALID_SPEC
     if old.phase is not Phase.INVALID or old.message != message:
         d.event("Warning", reason, message)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from app.contract.progress import ProgressRecord
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
+from app.contract.policy import warm_upgrades
 from app.contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Decision, Draft
@@ -37,7 +38,7 @@ def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec, Checkpoint
     old = d.old
     last = old.reconciled
     incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
-    blue_green = desired.upgrade_policy.strategy is UpgradeStrategy.BLUE_GREEN and desired.warm_upgrades
+    blue_green = desired.upgrade_policy.strategy is UpgradeStrategy.BLUE_GREEN and warm_upgrades(desired, d.inputs.policy)
     if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE and not blue_green:
         message = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
         d.add_problem(ProblemKind.REFUSED_CHANGE, message)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from app.contract.lease import lease_name
+from app.contract.policy import Policy, warm_upgrades
 from app.contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
 from controller.decide import drivers
 from controller.decide.conditions import ProblemKind
@@ -45,10 +46,11 @@ NO_ROOM = ("Unschedulable",)  # the scheduler's verdict on the new pod: no node 
 QUOTA_REFUSAL = "exceeded quota"  # in the API server's message when a ResourceQuota refuses a pod
 
 
-def wanted(run_spec: QuerySpec, current: Driver | None, run_hash: str) -> bool:
+def wanted(run_spec: QuerySpec, current: Driver | None, run_hash: str, policy: Policy | None) -> bool:
     """Whether a driver of ``run_hash`` beside ``current`` is (or may become) a warm upgrade's:
     standby.pick keeps it then, even for a query without spec.runtime.standby."""
-    return current is not None and current.spec_hash != run_hash and run_spec.warm_upgrades and not run_spec.suspend
+    return (current is not None and current.spec_hash != run_hash and warm_upgrades(run_spec, policy)
+            and not run_spec.suspend)  # fmt: skip
 
 
 def outdated(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: CheckpointStatus, run_hash: str,
@@ -85,6 +87,8 @@ def _why_cold(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkp
     if not run_spec.warm_upgrades:
         return ("the query runs executors, which find their driver through the query's one driver Service: "
                 "it would name both drivers during a hand-over")  # fmt: skip
+    if not warm_upgrades(run_spec, d.inputs.policy):
+        return "the platform turned second drivers and their Lease off (policy.allowStandby: false)"
     if drivers.only_the_nonce_changed(current, None, run_spec, checkpoint.location):
         return ""  # restartNonce asks for a restart: the driver may be the trouble, a graceful hand-over may not come
     if _blue(d, run_spec, checkpoint) is None and d.old.checkpoint is not None and d.old.checkpoint.location != checkpoint.location:

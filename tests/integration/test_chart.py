@@ -287,8 +287,9 @@ def test_driver_accounts_in_every_listed_namespace(helm, tmp_path):
     assert bindings == ["streamq-system", "team-a", "team-b"]
 
 
-def test_network_policy_is_off_by_default_and_limits_queries_when_on(helm, tmp_path):
-    assert not by_kind(render(helm, tmp_path), "NetworkPolicy")
+def test_the_full_network_policy_is_off_by_default_and_limits_queries_when_on(helm, tmp_path):
+    default = by_kind(render(helm, tmp_path), "NetworkPolicy")
+    assert [p["metadata"]["name"] for p in default] == ["streamq-queries-no-metadata"]  # below
     values = {
         "operator": {"watchNamespaces": ["team-a", "team-b"]},
         "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"], "ports": [6443]},
@@ -379,6 +380,7 @@ GOOD_VALUES = {
     "namespaced operator": {"operator": {"watchNamespaces": ["team-a", "team-b"]}, "driver": {"namespaces": ["team-a"]}},
     "cluster-wide operator": {"operator": {"watchNamespaces": ["*"]}},
     "network policy": {"networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"]}, "kafka": {"cidrs": ["fd00::/64"]}}},
+    "no network policy at all": {"networkPolicy": {"enabled": False, "denyMetadata": False}},
     "metrics off": {"metrics": {"enabled": False, "port": 9090}},
     "service monitor": {"metrics": {"enabled": True, "port": 9100, "serviceMonitor": {"enabled": True, "interval": "15s"}}},
     "private registry image": {"image": {"repository": "registry.local:5000/data/streamq", "tag": "0.1.1", "pullPolicy": "Never"}},
@@ -469,7 +471,9 @@ def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_
     assert len(default["spec"]["ingress"]) == 1
 
 
-METADATA = ("169.254.169.254", "fd00:ec2::254")  # the cloud metadata endpoints (instance credentials)
+# the cloud metadata endpoints (instance credentials): AWS, GCP, Azure; ECS and EKS Pod Identity agents; Alibaba
+METADATA = ("169.254.169.254", "fd00:ec2::254", "169.254.170.2", "169.254.170.23", "fd00:ec2::23", "fe80::1",
+            "100.100.100.200")  # fmt: skip
 
 
 def _reaches(policy: dict, address: str) -> bool:
@@ -534,15 +538,47 @@ def test_network_policy_keeps_what_the_values_allow_besides_the_metadata_endpoin
                                 "extraEgress": [{"ports": [{"protocol": "TCP", "port": 443}]}]}}  # fmt: skip
     egress = one(render(helm, tmp_path, values), "NetworkPolicy")["spec"]["egress"]
     kafka, extra = egress[2], egress[3]
-    assert kafka["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}}]
+    assert kafka["to"] == [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16", "100.100.100.200/32"]}}]
     assert [p["port"] for p in kafka["ports"]] == [9092]
     # "any destination" stays: every pod, every address but the metadata endpoints, on its ports
     assert extra["ports"] == [{"protocol": "TCP", "port": 443}]
-    assert extra["to"] == [{"namespaceSelector": {}}, {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.169.254/32"]}},
-                           {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}}]  # fmt: skip
+    assert extra["to"] == [{"namespaceSelector": {}},
+                           {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16", "100.100.100.200/32"]}},
+                           {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::/32", "fe80::/10"]}}]  # fmt: skip
     for address in ("8.8.8.8", "10.1.2.3", "2001:db8::1"):
         policy = {"spec": {"egress": egress}}
         assert _reaches(policy, address)
+
+
+def test_by_default_query_pods_reach_everything_but_the_metadata_ranges(helm, tmp_path):
+    """Rendered without any value set: what the operator's host checks cannot see (a DNS name
+    whose record points at 169.254.169.254) stops here. Off with the full policy (their union
+    would allow everything) or with networkPolicy.denyMetadata false."""
+    values = {"operator": {"watchNamespaces": ["team-a", "team-b"]}}
+    policies = by_kind(render(helm, tmp_path, values), "NetworkPolicy")
+    assert sorted(p["metadata"]["namespace"] for p in policies) == ["streamq-system", "team-a", "team-b"]
+    policy = policies[0]
+    spec = policy["spec"]
+    assert policy["metadata"]["name"] == "streamq-queries-no-metadata" and spec["policyTypes"] == ["Egress"]
+    assert spec["podSelector"] == {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}, "matchExpressions": [
+        {"key": "streamq.io/component", "operator": "In", "values": ["driver", "executor"]}]}  # fmt: skip
+    assert {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16", "100.100.100.200/32"]}} in spec["egress"][1]["to"]
+    assert {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::/32", "fe80::/10"]}} in spec["egress"][1]["to"]
+    assert spec["egress"][2] == {"ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    without_dns = {"spec": {"egress": spec["egress"][:2]}}
+    for address in METADATA:
+        assert not _reaches(without_dns, address), address
+    for address in ("8.8.8.8", "10.96.0.1", "172.18.0.2", "2001:db8::1", "fd00::5"):
+        assert _reaches(policy, address), address
+    _excepts_are_valid(policy)
+    # the same ranges the operator's default policy denies
+    from app.contract.policy import METADATA_HOSTS
+
+    excepted = {e for peer in spec["egress"][1]["to"] for e in peer["ipBlock"]["except"]}
+    assert excepted == {h for h in METADATA_HOSTS if "/" in h}
+    assert not [p for p in by_kind(render(helm, tmp_path, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+                if p["metadata"]["name"].endswith("-no-metadata")]  # fmt: skip
+    assert not by_kind(render(helm, tmp_path, {"networkPolicy": {"enabled": False, "denyMetadata": False}}), "NetworkPolicy")
 
 
 # ---------------------------------------------------------------- helm uninstall

@@ -86,6 +86,17 @@ def test_the_network_policy_is_accepted_by_the_api_server(kube_apiserver, instal
     assert result.returncode == 0, result.stderr
 
 
+def test_the_default_network_policy_keeping_queries_from_the_metadata_ranges_is_accepted(kube_apiserver, installed, helm):
+    out = subprocess.run(
+        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"), "--namespace", NAMESPACE,
+         "--show-only", "templates/networkpolicy-metadata.yaml"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "169.254.0.0/16" in out and "fe80::/10" in out
+    result = kube_apiserver.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=out, check=False)
+    assert result.returncode == 0, result.stderr
+
+
 def test_the_network_policy_blocking_the_metadata_endpoint_is_accepted(kube_apiserver, installed, helm, tmp_path):
     """The `except` entries the chart adds (cloud metadata endpoints) pass the API server's check
     that each lies inside its cidr, with values that cover the endpoint every way."""
@@ -104,7 +115,7 @@ def test_the_network_policy_blocking_the_metadata_endpoint_is_accepted(kube_apis
          "-f", str(values), "--show-only", "templates/networkpolicy.yaml"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "169.254.169.254/32" in out and "fd00:ec2::254/128" in out
+    assert "169.254.0.0/16" in out and "fd00:ec2::/32" in out
     result = kube_apiserver.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=out, check=False)
     assert result.returncode == 0, result.stderr
 

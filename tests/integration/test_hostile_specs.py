@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from app.contract.names import LABEL_CREDENTIALS
 from controller import names
 from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
 from testbed.jobs import JobProcess
@@ -78,7 +79,8 @@ def test_a_password_in_a_secret_appears_nowhere_the_operator_writes(cluster, ope
     from kubernetes import client
 
     cluster.core.create_namespaced_secret(cluster.namespace, client.V1Secret(
-        metadata=client.V1ObjectMeta(name="streamq-kafka-creds"), string_data={"username": "app", "password": PASSWORD}))  # fmt: skip
+        metadata=client.V1ObjectMeta(name="streamq-kafka-creds", labels={LABEL_CREDENTIALS: "true"}),
+        string_data={"username": "app", "password": PASSWORD}))  # fmt: skip
     auth = {"secretRef": {"name": "streamq-kafka-creds"}}
     ok = query_spec(**{"source.kafka.auth": auth, "sink.kafka.auth": auth})
     cluster.apply("creds", ok)

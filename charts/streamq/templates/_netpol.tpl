@@ -1,14 +1,16 @@
 {{/*
 The cloud metadata endpoints no query pod may reach, whatever networkPolicy allows:
-AWS, GCP, Azure, OpenStack... serve instance credentials at 169.254.169.254 (and AWS
-at fd00:ec2::254 on IPv6). Every egress peer of the queries' NetworkPolicy goes
+AWS, GCP, Azure, OpenStack... serve instance credentials at 169.254.169.254 (AWS also at
+fd00:ec2::254, its ECS and Pod Identity agents at 169.254.170.2 and .23, fd00:ec2::23;
+Alibaba at 100.100.100.200): the link-local ranges whole, as app.contract.policy's
+METADATA_HOSTS. Every egress peer of the queries' NetworkPolicy goes
 through "streamq.guardPeers": an ipBlock that covers one of them gets it in `except`
 (an `except` must lie inside its cidr, so only those it covers), an ipBlock inside
 one of them is dropped, and a rule with no `to` (any destination) is given one that
 means the same minus these addresses.
 */}}
 {{- define "streamq.metadataCIDRs" -}}
-169.254.169.254/32,fd00:ec2::254/128
+169.254.0.0/16,100.100.100.200/32,fd00:ec2::/32,fe80::/10
 {{- end }}
 
 {{/* The bits of an IPv4 or IPv6 address: "4:<32 bits>" or "6:<128 bits>"; "" when it

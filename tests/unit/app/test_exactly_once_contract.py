@@ -1,5 +1,7 @@
 """The exactly-once sink's decisions: names, markers, refusals (app.contract.exactly_once)."""
 
+import re
+
 import pytest
 
 from app.contract import exactly_once as eos
@@ -22,21 +24,43 @@ def problems(spec: dict) -> list[str]:
 
 
 def test_names_are_per_namespace_and_query_and_never_shared():
-    assert eos.transactional_id("team-a", "fraud", 0) == "streamq-team-a-fraud-0"
-    assert eos.control_topic("team-a", "fraud") == "streamq-team-a-fraud-eos-markers"
+    assert eos.transactional_id("team-a", "fraud", 0) == "streamq.team-a.fraud.0"
+    assert eos.control_topic("team-a", "fraud") == "streamq.team-a.fraud.eos-markers"
+    assert eos.reader_group("team-a", "fraud") == "streamq.team-a.fraud.eos-reader"
     assert eos.transactional_id("team-a", "fraud", 1).startswith(eos.namespace_prefix("team-a"))
-    # "a-b"/"c" and "a"/"b-c" spell the same prefix text: the namespace boundary is not in the name,
-    # so the platform's ACLs (per namespace prefix) and the policy are what keep tenants apart
+    # with a dash between them, namespace team + query a-payments and namespace team-a + query payments
+    # spelled the same names, and the prefix streamq-team- covered team-a's: a dot cannot be in either
+    assert eos.transactional_id("team", "a-payments", 0) != eos.transactional_id("team-a", "payments", 0)
+    assert not eos.control_topic("team-a", "payments").startswith(eos.namespace_prefix("team"))
     names = {eos.transactional_id(ns, q, w) for ns, q in [("a", "x"), ("a", "y"), ("b", "x")] for w in (0, 1)}
     assert len(names) == 6
     assert eos.is_control_topic(eos.control_topic("a", "x")) and not eos.is_control_topic("payments")
 
 
-def test_a_long_name_stays_a_legal_topic_and_distinct():
-    ns, long_a, long_b = "n" * 63, "q" * 250 + "a", "q" * 250 + "b"
-    a, b = eos.control_topic(ns, long_a), eos.control_topic(ns, long_b)
-    assert len(a) <= eos.MAX_TOPIC and len(b) <= eos.MAX_TOPIC and a != b
-    assert eos.is_control_topic(a)
+@pytest.mark.parametrize("topic", [
+    "streamq.team-b.payments.eos-markers",
+    "streamq_team-b_payments_eos-markers",  # Kafka refuses one beside the other ('.' and '_' collide in metrics)
+    "streamq.team-b_payments.eos-markers",
+    "streamq-team-b-payments-eos-markers",  # the names before namespace and query were kept apart
+])  # fmt: skip
+def test_a_topic_that_is_or_collides_with_a_control_topic_is_one(topic):
+    assert eos.is_control_topic(topic)
+
+
+@pytest.mark.parametrize(("namespace", "query"), [
+    ("team.a", "q"), ("team", "a.q"), ("Team", "q"), ("team", "q_1"), ("", "q"), ("team", ""), ("n" * 64, "q"),
+])  # fmt: skip
+def test_a_name_that_is_no_label_names_nothing(namespace, query):
+    with pytest.raises(ValueError, match="DNS-1123 label"):
+        eos.transactional_id(namespace, query, 0)
+
+
+def test_the_longest_names_are_legal_topics_and_never_shortened():
+    ns, query = "n" * 63, "q" * 63
+    for name in (eos.control_topic(ns, query), eos.reader_group(ns, query), eos.transactional_id(ns, query, 999)):
+        assert len(name) <= eos.LONGEST_NAME <= eos.MAX_TOPIC
+        assert ns in name and query in name
+        assert re.fullmatch(r"[a-zA-Z0-9._-]+", name)
 
 
 def test_a_marker_round_trips_and_anything_else_is_no_marker():
@@ -106,8 +130,9 @@ def test_speculation_options_and_stray_settings_are_refused():
 
 
 def test_the_policy_keeps_transactional_ids_and_control_topics_to_their_query():
-    spec = validate_spec(query_spec(mode="microBatch", **{"sink.kafka.topic": "streamq-b-q-eos-markers"}))
-    assert any("policy.transactionalNames" in str(p) for p in check_policy(spec, Policy(), namespace="a"))
+    for topic in ("streamq.b.q.eos-markers", "streamq_b_q_eos-markers"):
+        spec = validate_spec(query_spec(mode="microBatch", **{"sink.kafka.topic": topic}))
+        assert any("policy.transactionalNames" in str(p) for p in check_policy(spec, Policy(), namespace="a"))
     wanted = validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE))
     assert check_policy(wanted, Policy(), namespace="a") == []
     (problem,) = check_policy(wanted, Policy.model_validate({"allowExactlyOnce": False}), namespace="a")

@@ -37,12 +37,12 @@ def test_credentials_reach_the_writers_from_the_mounted_secret(tmp_path, monkeyp
 def test_names_come_from_the_namespace_and_the_query(monkeypatch):
     spec = validate_spec(SPEC)
     made = sink.ExactlyOnceSink(spec, "fraud", "team-a")
-    assert (made.control, made.prefix, made.writers, made.timeout_ms) == (
-        "streamq-team-a-fraud-eos-markers", "streamq-team-a-fraud-", 3, 30_000)
+    assert (made.control, made.prefix, made.group, made.writers, made.timeout_ms) == (
+        "streamq.team-a.fraud.eos-markers", "streamq.team-a.fraud.", "streamq.team-a.fraud.eos-reader", 3, 30_000)
     monkeypatch.setenv("POD_NAMESPACE", "from-the-pod")
-    assert sink.ExactlyOnceSink(spec, "fraud", None).prefix == "streamq-from-the-pod-fraud-"
+    assert sink.ExactlyOnceSink(spec, "fraud", None).prefix == "streamq.from-the-pod.fraud."
     monkeypatch.delenv("POD_NAMESPACE")
-    assert sink.ExactlyOnceSink(spec, "fraud", None).prefix == "streamq-default-fraud-"
+    assert sink.ExactlyOnceSink(spec, "fraud", None).prefix == "streamq.default.fraud."
 
 
 def test_validation_starts_sparks_own_writer_never_a_transactional_one():
@@ -80,7 +80,7 @@ def test_an_exactly_once_sink_writes_through_foreach_batch_and_the_plain_one_thr
     names = [name for name, _ in df.writeStream.calls]
     assert "foreachBatch" in names and "format" not in names
     (batch_function,) = [args[0] for name, args in df.writeStream.calls if name == "foreachBatch"]
-    assert isinstance(batch_function, sink.ExactlyOnceSink) and batch_function.prefix == "streamq-team-a-fraud-"
+    assert isinstance(batch_function, sink.ExactlyOnceSink) and batch_function.prefix == "streamq.team-a.fraud."
     plain = _Frame()
     build_writer(plain, "fraud", validate_spec(query_spec(mode="microBatch")))
     assert ("format", ("kafka",)) in plain.writeStream.calls

@@ -106,6 +106,7 @@ def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
 
     seen = {rule for _, _, _, rule in REFUSED_BY_POLICY.values()}
     seen.add("policy.hostPathPrefixes")  # needs a policy that allows hostPath: below
+    seen.add("policy.allowedHosts")  # empty (any host not denied) by default: tests/unit/app/test_hosts.py
     seen.update(("policy.allowSparkUI", "policy.allowStandby", "policy.allowExactlyOnce"))  # allowed by default: below
     assert seen == {rule.name for rule in POLICY_RULES}
     spec = changed(BASE, {"runtime.image": "evil.io/x:1"})
@@ -152,7 +153,8 @@ BENIGN = {
         "sink.kafka.auth": {"secretRef": {"name": "streamq-kafka-creds"}},
     }),  # fmt: skip
     "a checkpoint in the driver's /tmp, no volume": changed(BASE, {"checkpoint.location": "/tmp/streamq/checkpoints/x"}),
-    "a remote checkpoint below the namespace's folder": changed(BASE, {"checkpoint.location": "s3a://bucket/team-a/etc/streamq"}),
+    "a remote checkpoint below the namespace's folder": changed(BASE, {"checkpoint": {
+        "location": "s3a://bucket/team-a/etc/streamq", "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}}}}),
     "an emptyDir checkpoint": changed(BASE, {"checkpoint": {"location": "/checkpoints/cp", "volume": {"emptyDir": {}}}}),
 }
 
@@ -394,7 +396,8 @@ def test_cli_refuses_a_broken_policy(tmp_path):
 
 @pytest.mark.parametrize(("field", "knob"), [("sparkUI", "allowSparkUI"), ("standby", "allowStandby")])
 def test_the_spark_ui_and_standby_can_be_turned_off_by_the_platform(field, knob):
-    shared = {"checkpoint": {"location": "s3a://bucket/default/ck"}}  # a standby needs a checkpoint both drivers reach
+    shared = {"checkpoint": {"location": "s3a://bucket/default/ck",  # a standby needs a checkpoint both drivers reach
+                             "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}}}}
     spec = validate_spec(changed(BASE, {f"runtime.{field}": True, **shared}))
     assert check_policy(spec, Policy()) == []  # allowed by default
     (problem,) = check_policy(spec, Policy.model_validate({knob: False}))
@@ -417,5 +420,5 @@ def test_no_policy_lets_a_query_run_as_another_querys_lease_account():
     ("s3a://bucket/team-a/%2e%2e/team-b/q", True),
 ])  # fmt: skip
 def test_remote_locations_are_read_as_hadoop_reads_them(location, refused):
-    found = problems_of(changed(BASE, {"checkpoint.location": location}))
+    found = problems_of(changed(BASE, {"checkpoint.location": location}), Policy(allow_node_identity=True))
     assert bool(found) == refused, found

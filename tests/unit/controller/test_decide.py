@@ -312,13 +312,39 @@ def test_nothing_is_created_while_another_driver_is_terminating():
     assert creates(w.reconcile())[0].run.attempt == 2
 
 
-def test_a_driver_left_by_an_earlier_query_of_the_same_name_goes_first():
+def test_a_driver_left_by_an_earlier_query_of_the_same_name_blocks_until_collected_never_deleted_by_us():
     w = World()
-    w.add_driver(name="q-driver-1", attempt=1, owner_uid="older-uid", phase=DriverPhase.RUNNING)
+    w.add_driver(name="q-driver-1", attempt=1, owner_uid="older-uid", owner_kind="StreamingQuery", phase=DriverPhase.RUNNING)
     d = w.reconcile()
-    assert deletes(d) == ["q-driver-1"] and not creates(d)
+    assert not deletes(d) and not creates(d)  # garbage collection removes it with the query that owned it
     assert d.status.phase is Phase.PENDING and "waiting for q-driver-1" in d.status.message
+    w.drivers.clear()
     assert creates(w.reconcile())[0].run.attempt == 1
+
+
+@pytest.mark.parametrize("owner_kind", [None, "ReplicaSet", "Job"])
+def test_a_pod_labelled_like_a_driver_that_the_query_does_not_control_is_neither_deleted_nor_counted(owner_kind):
+    w = World()
+    w.add_driver(name="q-driver-1", attempt=5, owner_uid="someone-else", owner_kind=owner_kind, phase=DriverPhase.RUNNING)
+    d = w.reconcile()
+    assert not deletes(d)
+    assert [c.run.attempt for c in creates(d)] == [1]  # its attempt label is not believed either
+
+
+def test_an_invalid_spec_stops_only_the_query_own_drivers():
+    w = World()
+    w.add_driver(name="other", attempt=1, owner_uid="someone-else", owner_kind="ReplicaSet", phase=DriverPhase.RUNNING)
+    w.spec["trigger"] = {"bogus": {}}
+    assert not deletes(w.reconcile())
+
+
+@pytest.mark.parametrize("name", ["fraud.filter", "a" * 41, "Payments"])
+def test_a_query_whose_name_would_make_ambiguous_children_is_invalid_before_any_child(name):
+    w = World()
+    w.name = name
+    d = w.reconcile()
+    assert d.status.phase is Phase.INVALID and not creates(d)
+    assert "metadata.name" in d.status.message
 
 
 def test_a_driver_created_just_before_a_crash_is_adopted_not_duplicated():

@@ -326,3 +326,40 @@ def test_a_green_that_cannot_start_leaves_blue_running_on_its_checkpoint():
     assert d.status.checkpoint.location == "/checkpoints/q"
     assert condition(d, ConditionType.DEGRADED).reason == Reason.UPGRADE_FAILED
     assert w.reconcile().actions == ()
+
+
+# --- policy.allowStandby: false: no second driver, no Lease; a change is a plain restart ------
+
+
+def running_without_standby(**spec) -> World:
+    from app.contract.policy import Policy
+
+    w = World(base_spec(**{"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "streamq-ck"}}, **spec}))
+    w.policy = Policy(allow_standby=False)
+    w.reconcile()
+    assert not w.named("q-driver-1").fenced  # started without STREAMQ_LEASE: it holds no Lease
+    w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now, ready=True)
+    w.driver_reports(batchId=3)
+    assert w.reconcile().status.phase is Phase.RUNNING
+    return w
+
+
+@pytest.mark.parametrize("strategy", [None, "warm"])
+def test_without_standby_on_the_platform_a_spec_change_is_a_plain_restart(strategy):
+    w = running_without_standby(**({"upgrade": {"strategy": strategy}} if strategy else {}))
+    current = w.named("q-driver-1")
+    w.edit(**NEW_THRESHOLD)
+    assert not upgrade.wanted(validate_spec(w.spec), current, "another-hash", w.policy)
+    assert upgrade.wanted(validate_spec(w.spec), current, "another-hash", None)  # the same spec, no policy: warm
+    d = w.reconcile()
+    assert deletes(d) == ["q-driver-1"] and creates(d) == [] and d.status.phase is Phase.RESTARTING
+    assert "policy.allowStandby: false" in d.status.message and d.status.upgrade is None
+    (run,) = [r for dec in w.settle() for r in creates(dec)]
+    assert not run.standby and run.attempt == 2 and not w.named("q-driver-2").fenced
+
+
+def test_without_standby_on_the_platform_blue_green_does_not_run_a_green_driver():
+    w = running_without_standby(upgrade={"strategy": "blueGreen"})
+    w.edit(**INCOMPATIBLE)
+    d = w.reconcile()
+    assert creates(d) == [] and condition(d, ConditionType.STALLED).reason == Reason.INCOMPATIBLE_CHANGE

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from app.contract.load import validate_spec
+from app.contract.policy import Policy
 from controller import lease_access, names, render
 from controller.access import DRIVER_ACCESS, LEASE_ACCESS, OPERATOR_ACCESS
 from controller.config import Settings
@@ -111,8 +112,10 @@ def test_a_spec_account_with_standby_is_bound_to_the_lease():
     assert objs[1]["subjects"][0]["name"] == "payments-sa"
 
 
-def test_long_query_names_give_valid_account_names():
-    name = "a" * 70
+def test_the_longest_query_names_give_valid_account_names():
+    from app.contract.names import MAX_QUERY_NAME
+
+    name = "a" * MAX_QUERY_NAME
     spec = validate_spec(base_spec(**STANDBY))
     run = Run(query=name, namespace="team-a", attempt=1, spec=spec, checkpoint_location=spec.checkpoint.location)
     account, role, binding, _ = lease_access.objects(run, SETTINGS)
@@ -188,3 +191,46 @@ def test_a_driver_taking_the_operators_lease_keeps_its_owner_and_labels():
                                         "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
     assert meta["labels"] == {"streamq.io/query": "payments"} and meta["resourceVersion"] == "7"
     assert body["spec"]["holderIdentity"] == "payments-driver-1"
+
+
+# --- policy.allowStandby: false: no query holds a Lease token ---------------------------------
+
+NO_STANDBY = Settings(job_image="streamq:9.9.9", spark_version="4.3.0", policy=Policy(allow_standby=False))
+SHARED_CHECKPOINT = {"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp"}}}
+
+
+@pytest.mark.parametrize(("changes", "kinds", "account"), [
+    (SHARED_CHECKPOINT, ["ConfigMap", "Pod"], None),  # warm upgrades by default: off with the policy
+    ({**SHARED_CHECKPOINT, **{"upgrade": {"strategy": "blueGreen"}}}, ["ConfigMap", "Pod"], None),
+    (RESTART, ["ConfigMap", "Pod"], None),
+    ({**SHARED_CHECKPOINT, **EXECUTORS}, ["ConfigMap", "Service", "Pod"], "streamq-driver"),
+])  # fmt: skip
+def test_without_standby_on_the_platform_no_lease_objects_and_no_lease_account(changes, kinds, account):
+    run = make_run(**changes)
+    assert lease_access.objects(run, NO_STANDBY) == []
+    assert not lease_access.needs_lease(run, NO_STANDBY.policy)
+    assert lease_access.service_account(run, NO_STANDBY) == account
+    assert [k for k in _kinds(render.children(run, NO_STANDBY)) if k != "Secret"] == kinds
+    pod = render.driver_pod(run, NO_STANDBY)["spec"]
+    assert "STREAMQ_LEASE" not in {e["name"] for e in pod["containers"][0]["env"]}
+    assert pod.get("serviceAccountName") == account and (account is not None or pod["automountServiceAccountToken"] is False)
+
+
+def test_the_same_query_takes_the_lease_where_the_platform_allows_standby():
+    run = make_run(**SHARED_CHECKPOINT)
+    assert lease_access.needs_lease(run, Policy()) and lease_access.needs_lease(run, None)
+    assert _kinds(lease_access.objects(run, SETTINGS)) == ["ServiceAccount", "Role", "RoleBinding", "Lease"]
+
+
+# --- the driver account is for drivers that start executors ----------------------------------
+
+
+@pytest.mark.parametrize(("changes", "account"), [
+    ({"runtime.serviceAccountName": "streamq-driver", **RESTART}, None),
+    ({"runtime.serviceAccountName": "streamq-driver", **SHARED_CHECKPOINT}, "payments-lease"),
+    ({"runtime.serviceAccountName": "streamq-driver", **EXECUTORS}, "streamq-driver"),
+    ({"runtime.serviceAccountName": "payments-sa", **RESTART}, "payments-sa"),
+])  # fmt: skip
+def test_a_named_driver_account_without_executors_is_never_the_drivers(changes, account):
+    """The policy refuses such a spec first (policy.allowedServiceAccounts); this is the second line."""
+    assert lease_access.service_account(make_run(**changes), SETTINGS) == account

@@ -9,6 +9,7 @@ import pytest
 
 from app.contract import LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, SECRETS_MOUNT_DIR
 from app.contract.load import load_document, validate_spec
+from app.contract.names import MAX_QUERY_NAME, query_name_problem
 from controller import names, render
 from controller.config import Settings
 from tests.unit.controller.world import base_spec
@@ -157,7 +158,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert conf["spark.master"] == "k8s://https://kubernetes.default.svc:443"
     assert conf["spark.submit.deployMode"] == "client"
     assert conf["spark.kubernetes.driver.pod.name"] == "payments-driver-3"
-    assert conf["spark.kubernetes.executor.podNamePrefix"] == "payments-driver-3"
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "payments-3"
     assert conf["spark.driver.host"] == "payments-driver-svc.team-a.svc"
     assert conf["spark.driver.port"] == "7078" and conf["spark.driver.blockManager.port"] == "7079"
     assert conf["spark.driver.bindAddress"] == "0.0.0.0"
@@ -265,17 +266,23 @@ def test_spec_hash_ignores_suspend_and_restart_policy_but_not_the_nonce_or_check
 # --- names ---------------------------------------------------------------------------------
 
 
-def test_child_names_are_deterministic_dns_labels():
+def test_child_names_are_the_query_name_and_a_suffix():
     assert names.driver_name("payments", 7) == "payments-driver-7"
     assert names.config_map_name("payments") == "payments-query"
     assert names.driver_service_name("payments") == "payments-driver-svc"
-    assert names.driver_name("team.payments", 1) == "team-payments-driver-1"
-    assert names.driver_service_name("7eleven") == "sq-7eleven-driver-svc"
-    long = "a" * 200
-    name = names.driver_name(long, 12)
-    assert len(name) <= 63 and name.endswith("-driver-12")
-    assert name == names.driver_name(long, 12)
-    assert names.driver_name(long, 12) != names.driver_name("a" * 199, 12)
+    longest = "a" * MAX_QUERY_NAME
+    assert len(names.driver_name(longest, 999_999)) <= 63
+    assert len(names.executor_prefix(longest, 999_999)) <= 47  # Spark's limit on the executor pod name prefix
+
+
+@pytest.mark.parametrize("name", ["fraud.filter", "7eleven", "Payments", "a" * (MAX_QUERY_NAME + 1), "ends-", "a_b"])
+def test_names_that_would_make_ambiguous_or_invalid_children_are_refused(name):
+    assert query_name_problem(name) is not None
+
+
+@pytest.mark.parametrize("name", ["payments", "fraud-filter", "a", "q1", "a" * MAX_QUERY_NAME])
+def test_dns_labels_name_queries(name):
+    assert query_name_problem(name) is None
 
 
 def test_query_label_fits_a_label_value():

@@ -45,7 +45,7 @@ def test_a_driver_that_holds_the_lease_leaves_a_lost_node_sooner_unless_told(val
     start as soon as Kubernetes gives up on the node."""
     spec = base_spec(**STANDBY, **({"restartPolicy.nodeLostAfter": value} if value else {}))
     run = run_of(spec)
-    assert render.lease_access.needs_lease(run)
+    assert render.lease_access.needs_lease(run, SETTINGS.policy)
     assert {t["tolerationSeconds"] for t in render.driver_pod(run, SETTINGS)["spec"]["tolerations"]} == {seconds}
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.contract.load import validate_spec
+from app.contract.policy import Policy
 from controller import lease_access, render
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
@@ -46,6 +47,7 @@ class World:
         self.history: list[Decision] = []
         self._report: ProgressRecord | None = None  # a progress record the next reconcile reads from the driver
         self.lease: LeaseState | None = None  # the query's Lease, as observe read it (when it reads it)
+        self.policy: Policy | None = None  # the platform's policy the operator decides with (None: none applies)
 
     # -- the user ------------------------------------------------------------------
 
@@ -95,7 +97,7 @@ class World:
         return Inputs(
             name=self.name, namespace=self.namespace, uid=UID, generation=self.generation,
             raw_spec=copy.deepcopy(self.spec), status=self.status.model_copy(deep=True),
-            drivers=tuple(self.drivers), now=self.now, progress=self._report, lease=self.lease,
+            drivers=tuple(self.drivers), now=self.now, progress=self._report, lease=self.lease, policy=self.policy,
         )  # fmt: skip
 
     def reconcile(self, apply: bool = True) -> Decision:
@@ -116,7 +118,7 @@ class World:
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
                     spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
                     restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
-                    fenced=lease_access.needs_lease(run), created_at=self.now,
+                    fenced=lease_access.needs_lease(run, self.policy), created_at=self.now,
                 ))  # fmt: skip
         return decision
 
