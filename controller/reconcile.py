@@ -25,7 +25,7 @@ from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
-from controller.decide import upgrade
+from controller.decide import spark_ui, upgrade
 from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
                                ReleaseLease, creation_failed, decide)
 from controller.kube import Kube, NameConflict, api_message
@@ -93,12 +93,16 @@ def reconcile_once(
         secrets=observed.secrets,
     )
     decision = decide(inputs)
+    ui_taken: list[NameConflict] = []
     try:
-        refused = _act(kube, settings, body, inputs, decision, log)
-    except NameConflict as conflict:  # nothing of the query's was written over; the driver was not created
+        refused = _act(kube, settings, body, inputs, decision, log, ui_taken)
+    except NameConflict as conflict:  # nothing was written over; the driver was not created
         log.warning("%s", conflict)
         decision = creation_failed(decision, inputs, str(conflict), CREATE_RETRY_S, reason=Reason.NAME_CONFLICT)
         refused = None
+    for conflict in ui_taken:  # the query runs on, without its UI
+        log.warning("%s", conflict)
+        decision = spark_ui.name_taken(decision, str(conflict))
     if refused is not None:  # a warm upgrade's driver refused: no room (quota), or the upgrade fails
         decision = upgrade.create_refused(inputs, decision, refused) or creation_failed(decision, inputs, refused, CREATE_RETRY_S)
     new_status = decision.status.dump()
@@ -115,9 +119,11 @@ def reconcile_once(
     return Outcome(decision, body)
 
 
-def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log) -> str | None:
+def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: Decision, log,
+         ui_taken: list[NameConflict]) -> str | None:
     """Carry out the decision's actions in order; None when all were, else why the API refused
-    to create the driver (the actions after it are not carried out)."""
+    to create the driver (the actions after it are not carried out). A child name another object
+    holds raises NameConflict, except the UI Service's and Ingress's (added to ``ui_taken``)."""
     for action in decision.actions:
         if isinstance(action, DeleteDriver):
             log.info("%sdeleting %s %s: %s", "force-" if action.force else "", action.kind, action.name, action.reason)
@@ -129,15 +135,10 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
             except ApiException as exc:
                 log.warning("cannot release lease %s: %s", action.name, api_message(exc))
         elif isinstance(action, ApplySparkUIService):  # a failure raises: the pass is retried, the status unwritten
-            service = render.spark_ui_service(action.query, action.namespace, action.attempt)
-            kopf.adopt(service, owner=body)
-            created = kube.apply_service(service)
-            log.info("%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt)
-            ingress = render.spark_ui_ingress(action.query, action.namespace, settings)
-            if ingress is not None:  # routes to the Service, whatever the attempt: made once
-                kopf.adopt(ingress, owner=body)
-                if kube.create(ingress):
-                    log.info("created Ingress %s for %s", ingress["metadata"]["name"], ingress["spec"]["rules"][0]["host"])
+            try:
+                _apply_spark_ui(kube, settings, body, action, log)
+            except NameConflict as conflict:
+                ui_taken.append(conflict)
         elif isinstance(action, DeleteSparkUIService):  # only the query's own: kube.delete checks the controller
             ui = render.spark_ui.service_name(action.query)
             if kube.delete("Service", action.namespace, ui, inputs.uid):
@@ -165,6 +166,18 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                 log.warning("cannot create the driver of %s: %s", inputs.name, message)
                 return message
     return None
+
+
+def _apply_spark_ui(kube: Kube, settings: Settings, body: dict, action: ApplySparkUIService, log) -> None:
+    service = render.spark_ui_service(action.query, action.namespace, action.attempt)
+    kopf.adopt(service, owner=body)
+    created = kube.apply_service(service)
+    log.info("%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt)
+    ingress = render.spark_ui_ingress(action.query, action.namespace, settings)
+    if ingress is not None:  # routes to the Service, whatever the attempt: made once
+        kopf.adopt(ingress, owner=body)
+        if kube.create(ingress):
+            log.info("created Ingress %s for %s", ingress["metadata"]["name"], ingress["spec"]["rules"][0]["host"])
 
 
 def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> ProgressRecord | None:

@@ -63,7 +63,7 @@ MARKER_VERSION = 1
 
 
 def _label(what: str, value: str) -> str:
-    if not _LABEL.match(value):
+    if not _LABEL.fullmatch(value):  # fullmatch: `$` alone lets a trailing newline through
         raise ValueError(f"{what} {value!r} is not a DNS-1123 label: it cannot name Kafka transactional ids "
                          "and topics apart from other queries'")  # fmt: skip
     return value

@@ -70,7 +70,7 @@ def split(address: str) -> list[Endpoint]:
     IPv6 address ending in a group that could be a port (``fd00:ec2::254:80``)."""
     text = address.strip()
     url = _SCHEME.match(text)
-    authority = re.split(r"[/?#]", text[url.end():], maxsplit=1)[0] if url else text
+    authority = re.split(r"[/?#]", text[url.end():] if url else text, maxsplit=1)[0]  # S3A takes host/path too
     if "\\" in authority:
         raise HostError(f"{address!r}: a backslash in the host")
     if "@" in authority:

@@ -56,7 +56,10 @@ class Location:
 def parse(location: str) -> Location:
     if not is_uri(location):
         return Location("", "", normalise_path(location) or "")
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError:  # unbalanced [ ]: no reader agrees on its host; refused as not a plain URI
+        return Location(location.split(":", 1)[0].lower(), "", "", extras=True)
     scheme = parts.scheme.lower()
     netloc = parts.netloc
     before, at, after = netloc.rpartition("@")
@@ -84,7 +87,10 @@ def redacted(location: str) -> str:
     """The location with any userinfo removed, for messages."""
     if not is_uri(location):
         return location
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return location.split("://", 1)[0] + "://***"  # unreadable: show nothing that might be a credential
     if "@" not in parts.netloc:
         return location
     return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[-1]).geturl()

@@ -588,8 +588,9 @@ def connections(spec: QuerySpec) -> Iterator[Connection]:
         yield Connection(".checkpoint.s3.endpoint", s3.endpoint, s3.endpoint)
     location = spec.checkpoint.location
     where = locations.parse(location)
-    if where.local or not where.bucket:
-        return
+    authority = location.partition("://")[2].split("/", 1)[0]  # also where urlsplit gave up (unbalanced [ ])
+    if where.local or not (where.bucket or authority):
+        return  # hdfs:///path: the cluster's default namenode
     bucket = where.scheme in BUCKET_SCHEMES
     yield Connection(".checkpoint.location", location, locations.redacted(location), host=not bucket)
     if bucket and s3 is not None and s3.endpoint and not s3.path_style_access:

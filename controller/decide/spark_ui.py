@@ -17,7 +17,8 @@ from typing import Any
 
 from app.contract.names import SPARK_UI_PORT
 from controller import names
-from controller.decide.draft import Decision, Inputs
+from controller.decide.draft import Decision, Event, Inputs
+from controller.phases import Reason
 
 COMPONENT_SPARK_UI = "spark-ui"
 
@@ -71,3 +72,12 @@ def follow(inputs: Inputs, decision: Decision) -> Decision:
     if old.spark_ui == address and old.attempt == status.attempt:
         return decision  # made for this attempt already
     return replace(decision, actions=(*decision.actions, ApplySparkUIService(inputs.name, inputs.namespace, status.attempt)))
+
+
+def name_taken(decision: Decision, message: str) -> Decision:
+    """The UI Service's (or Ingress's) name is another object's, which the operator never takes
+    over: the query runs on without a UI, and says why (an event each time it tries again)."""
+    status = decision.status.model_copy(deep=True)
+    status.spark_ui = None
+    warning = Event("Warning", Reason.NAME_CONFLICT, f"no Spark UI: {message}")
+    return replace(decision, status=status, events=(*decision.events, warning))

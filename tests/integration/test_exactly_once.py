@@ -12,7 +12,7 @@ import pytest
 from app.checkpoints.reader import read_checkpoint
 from app.contract import ExitCode
 from app.contract.exactly_once import Marker, control_topic, transactional_id
-from app.pipeline.exactly_once import last_marker
+from app.pipeline.exactly_once import last_marker, namespace_of
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.specs import flagged, query_spec, write_resource
 from testbed.wait import wait_for
@@ -103,6 +103,8 @@ def test_a_writer_killed_between_produce_and_commit_loses_and_doubles_nothing(ka
     missing, duplicates = _count(out, expected)
     print(f"{len(expected)} flagged, {len(out)} read, {restarts} in-place restarts: lost {len(missing)}, duplicates {duplicates}")
     assert restarts >= 3, "the failpoint did not kill the writers it should have"
+    # the job named its control topic after namespace and query, apart with dots
+    assert control_topic(namespace_of(None), "eos-failpoint") in kafka_broker.list_topics()
     assert not missing and duplicates == 0, (len(missing), duplicates)
     assert code == ExitCode.OK
 

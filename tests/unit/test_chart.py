@@ -160,3 +160,21 @@ def test_alerts_and_dashboard_are_off_by_default():
     assert monitoring["prometheusRule"]["enabled"] is False
     assert monitoring["grafanaDashboard"]["enabled"] is False
     assert monitoring["grafanaDashboard"]["labels"] == {"grafana_dashboard": "1"}
+
+
+# ---------------------------------------------------------------- the metadata ranges
+# Rendered (by default, with the excepts) in tests/integration/test_chart.py.
+
+
+def test_the_chart_keeps_query_pods_from_the_networks_the_policy_denies_by_default():
+    from app.contract.policy import METADATA_HOSTS
+
+    netpol = (CHART / "templates" / "_netpol.tpl").read_text()
+    cidrs = re.search(r'define "streamq.metadataCIDRs" -}}\n(.*?)\n', netpol)[1].split(",")
+    assert set(cidrs) == {h for h in METADATA_HOSTS if "/" in h}
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["networkPolicy"]
+    assert values["denyMetadata"] is True and values["enabled"] is False
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["networkPolicy"]["properties"]["denyMetadata"] == {"type": "boolean"}
+    template = (CHART / "templates" / "networkpolicy-metadata.yaml").read_text()
+    assert "(not $np.enabled) $np.denyMetadata" in template and "streamq.metadataCIDRs" in template

@@ -49,6 +49,7 @@ def test_a_topic_that_is_or_collides_with_a_control_topic_is_one(topic):
 
 @pytest.mark.parametrize(("namespace", "query"), [
     ("team.a", "q"), ("team", "a.q"), ("Team", "q"), ("team", "q_1"), ("", "q"), ("team", ""), ("n" * 64, "q"),
+    ("team", "q\n"), ("team\n", "q"),
 ])  # fmt: skip
 def test_a_name_that_is_no_label_names_nothing(namespace, query):
     with pytest.raises(ValueError, match="DNS-1123 label"):

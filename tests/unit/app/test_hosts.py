@@ -31,6 +31,7 @@ BASE = query_spec()
     ("abfss://container@account.dfs.core.windows.net/team-a/q", "account.dfs.core.windows.net", None),
     ("hdfs://namenode:8020/team-a/q", "namenode", 8020),
     ("PLAINTEXT://broker-1:9092", "broker-1", 9092),
+    ("169.254.169.254/latest", "169.254.169.254", None),
     ("  kafka:9092 ", "kafka", 9092),
 ])  # fmt: skip
 def test_split_reads_host_and_port_as_the_jvm_clients_do(address, host, port):
@@ -225,6 +226,13 @@ def test_an_unreadable_host_is_refused_and_named():
     (problem,) = _host_problems(changed(BASE, {"checkpoint": {"location": "hdfs://a..b:8020/team-a/q"}}))
     assert problem.startswith("spec.checkpoint.location: policy.deniedHosts: hdfs://a..b:8020/team-a/q: ")
     assert "a DNS name or an IP address" in problem
+
+
+@pytest.mark.parametrize("location", ["hdfs://[::1/team-a/q", "hdfs://a]b/team-a/q", "s3a://k:s@[x/team-a/q"])
+def test_a_location_urlsplit_cannot_read_is_refused_not_a_crash(location):
+    found = _problems(changed(BASE, {"checkpoint": {"location": location}}))
+    assert any(p.startswith("spec.checkpoint.location: policy.") for p in found), found
+    assert not any("k:s" in p for p in found)
 
 
 def test_credentials_in_a_location_are_not_repeated_in_the_message():

@@ -66,12 +66,20 @@ def test_operator_may_do_what_it_does(group, resource, verb):
 def test_operator_rbac_has_no_wildcards_secrets_or_escalation():
     for rule in _rules("streamq-operator"):
         assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
-        if "secrets" in rule["resources"]:  # drivers mount Secrets; the operator never reads them
-            assert rule["resources"] == ["secrets"] and rule["verbs"] == ["create"]  # only the Spark auth Secret
+        if "secrets" in rule["resources"]:  # drivers mount Secrets; the operator reads only their metadata
+            assert rule["resources"] == ["secrets"] and rule["verbs"] == ["get", "create"]  # no list, no watch
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
         if "update" in rule["verbs"]:
             # the query document of the next driver; a standby query's Lease, freed for its standby
             assert rule["resources"] in (["configmaps"], ["leases"])
+
+
+def test_the_operator_reads_secrets_as_metadata_only():
+    """get on secrets is for whose-is-it checks (kube._read_meta, PartialObjectMetadata): no call of
+    the operator reads a Secret's data."""
+    code = "\n".join(p.read_text() for p in (MANIFESTS.parent / "controller").rglob("*.py"))
+    assert "read_namespaced_secret" not in code and "list_namespaced_secret" not in code
+    assert 'header_params={"Accept": METADATA_ONLY}' in code
 
 
 def test_deployment_runs_restricted():
