@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
-from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, POD_IP_ENV, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.policy import volume_mount
@@ -162,6 +162,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
         conf.update({
             "spark.kubernetes.driver.pod.name": run.driver_name,
             "spark.kubernetes.executor.podNamePrefix": names.executor_prefix(run.query, run.attempt),
+            # the job puts its pod's IP here (POD_IP_ENV): a standby query's Service resolves to both drivers
             "spark.driver.host": f"{service}.{run.namespace}.svc",
             "spark.driver.port": str(names.DRIVER_PORT),
             "spark.driver.blockManager.port": str(names.BLOCK_MANAGER_PORT),
@@ -440,6 +441,7 @@ def driver_env(run: Run, settings: Settings) -> list[dict[str, Any]]:
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},  # spark.driver.host
         {"name": READY_FILE_ENV, "value": READY_FILE},
         *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if lease_access.needs_lease(run, settings.policy) else []),
     ]

@@ -61,6 +61,9 @@ PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
 # a query started. The driver pod's readiness probe tests it, so a pod's Ready says "warm".
 READY_FILE_ENV = "STREAMQ_READY_FILE"
 READY_FILE = "/tmp/streamq/ready"
+# The driver pod's own IP (the downward API): executors dial the driver there, never through a name
+# that could also resolve to the query's other driver (a standby).
+POD_IP_ENV = "STREAMQ_POD_IP"
 SECRETS_DIR_ENV = "STREAMQ_SECRETS_DIR"
 JARS_DIR_ENV = "STREAMQ_JARS_DIR"
 S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
+from app.contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, POD_IP_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
 from app.contract.checkpoint import local_path
 from app.contract.spec import QuerySpec
 from app.pipeline.credentials import s3a_hadoop_secrets
@@ -106,6 +106,11 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     if jars:
         conf["spark.jars"] = ",".join(jars)
     conf.update(spec.runtime.spark_conf)
+    pod_ip = os.environ.get(POD_IP_ENV)
+    if pod_ip and conf["spark.master"].startswith("k8s://"):
+        # The operator's headless Service selects every driver pod of the query: with a standby it
+        # resolves to two, and an executor could dial the one that does not run the query.
+        conf["spark.driver.host"] = pod_ip
     return conf
 
 

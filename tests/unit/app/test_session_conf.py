@@ -24,6 +24,21 @@ def test_user_can_point_at_a_cluster_master():
     assert session.spark_conf(spec)["spark.master"].startswith("k8s://")
 
 
+@pytest.mark.parametrize(("master", "pod_ip", "host"), [
+    ("k8s://https://kubernetes.default.svc:443", "10.1.2.3", "10.1.2.3"),  # executors dial this pod, never the standby
+    ("k8s://https://kubernetes.default.svc:443", None, "q-driver-svc.ns.svc"),
+    ("local[4]", "10.1.2.3", "q-driver-svc.ns.svc"),  # no executors: nothing dials it
+])  # fmt: skip
+def test_a_driver_with_executors_gives_them_its_own_pod_ip(monkeypatch, master, pod_ip, host):
+    if pod_ip:
+        monkeypatch.setenv("STREAMQ_POD_IP", pod_ip)
+    else:
+        monkeypatch.delenv("STREAMQ_POD_IP", raising=False)
+    conf = {"spark.master": master, "spark.driver.host": "q-driver-svc.ns.svc"}
+    spec = validate_spec(with_change(query_spec(), "runtime", {"sparkConf": conf}))
+    assert session.spark_conf(spec)["spark.driver.host"] == host
+
+
 @pytest.mark.parametrize(("location", "local"), [
     ("/checkpoints/q", True), ("file:///checkpoints/q", True), ("s3a://bucket/q", False),
 ])  # fmt: skip
