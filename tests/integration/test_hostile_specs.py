@@ -22,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 
 def _name(case: str) -> str:
-    return "h-" + "".join(c if c.isalnum() else "-" for c in case.lower()).strip("-")[:40].strip("-")
+    """A query name (a DNS-1035 label of at most 40 characters) per case."""
+    return ("h-" + "".join(c if c.isalnum() else "-" for c in case.lower()).strip("-"))[:40].strip("-")
 
 
 def test_the_crd_refuses_specs_past_its_limits(cluster):
