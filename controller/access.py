@@ -46,7 +46,9 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     # the Spark UI Ingress, when the chart's sparkUI.ingress.host is set: created once, deleted with the UI
     **_resource("networking.k8s.io", "ingresses", get=GET_META, create=CREATE, delete=DELETE),
     # the query's Spark auth Secret (render.auth_secret): created once; only its metadata is ever read
-    **_resource("", "secrets", get=GET_META, create=CREATE),
+    # get: whose is an object of the auth Secret's name (GET_META), and what a Secret a query names for
+    # credentials is: its type and labels as the API server's table view (app.contract.credentials)
+    **_resource("", "secrets", get=("kube.py", 'header_params={"Accept": self.SECRET_TABLE}'), create=CREATE),
     # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
     # released for the standby when its holder's container has ended, read when a driver's node is lost
     # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
