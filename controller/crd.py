@@ -220,7 +220,9 @@ def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
                 "plural": PLURAL,
                 "singular": KIND.lower(),
                 "shortNames": [SHORT_NAME],
-                "categories": ["all", "streamq"],
+                # Its own category only, as Strimzi does: in "all", `kubectl delete all --all` (a common way to
+                # empty a namespace of its workloads) would stop and delete the queries too.
+                "categories": ["streamq"],
             },
             "scope": "Namespaced",
             "versions": [

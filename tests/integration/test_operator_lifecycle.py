@@ -60,6 +60,8 @@ def test_printer_columns(cluster, operator, kube_apiserver):
     assert wide[0].split()[:11] == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "HEALTH", "LAST-COMMIT", "SLOTS", "DRIVER"]
     assert "q-driver-1" in wide[1] and "Healthy" in wide[1]
     assert "q" in kube_apiserver.kubectl("-n", cluster.namespace, "get", "streamq").stdout  # the category
+    # and only that one: `kubectl delete all --all` must not delete queries (issue 38)
+    assert "streamingquery" not in kube_apiserver.kubectl("-n", cluster.namespace, "get", "all", "-o", "name").stdout
 
 
 def test_a_dying_driver_is_restarted_after_the_backoff_on_the_same_checkpoint(cluster, operator):

@@ -134,7 +134,9 @@ def test_status_subresource_columns_and_names(rendered, schema):
     assert version["subresources"] == {"status": {}}
     assert rendered["metadata"]["name"] == "streamingqueries.streamq.io"
     names = rendered["spec"]["names"]
-    assert names["shortNames"] == ["sq"] and names["kind"] == "StreamingQuery" and "streamq" in names["categories"]
+    assert names["shortNames"] == ["sq"] and names["kind"] == "StreamingQuery"
+    # Not in "all": `kubectl delete all --all` must leave the queries alone (issue 38).
+    assert names["categories"] == ["streamq"]
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {
         "Phase": ".status.phase", "Reason": '.status.conditions[?(@.type=="Ready")].reason', "Mode": ".status.mode", "Restarts": ".status.restarts",

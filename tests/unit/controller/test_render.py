@@ -275,7 +275,8 @@ def test_child_names_are_the_query_name_and_a_suffix():
     assert len(names.executor_prefix(longest, 999_999)) <= 47  # Spark's limit on the executor pod name prefix
 
 
-@pytest.mark.parametrize("name", ["fraud.filter", "7eleven", "Payments", "a" * (MAX_QUERY_NAME + 1), "ends-", "a_b"])
+@pytest.mark.parametrize("name", ["fraud.filter", "7eleven", "Payments", "a" * (MAX_QUERY_NAME + 1), "ends-", "a_b",
+                                  "fraud\n", "", "a..b"])
 def test_names_that_would_make_ambiguous_or_invalid_children_are_refused(name):
     assert query_name_problem(name) is not None
 
