@@ -28,7 +28,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from app.contract.checkpoint import local_path as checkpoint_local_path
-from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, POD_IP_ENV, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
+from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, POD_IP_ENV, QUERY_ENV, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.policy import volume_mount
@@ -437,7 +437,7 @@ def driver_env(run: Run, settings: Settings) -> list[dict[str, Any]]:
     return [
         {"name": PROGRESS_FILE_ENV, "value": PROGRESS_FILE},
         {"name": SECRETS_DIR_ENV, "value": SECRETS_MOUNT_DIR},
-        {"name": "STREAMQ_QUERY", "value": run.query},
+        {"name": QUERY_ENV, "value": run.query},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},

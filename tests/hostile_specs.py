@@ -548,6 +548,15 @@ REFUSED_BY_POLICY = {
         changed(BASE, {"checkpoint": {"location": "hdfs://namenode:8020/team-a/q"}}), "team-a",
         "spec.checkpoint.location", "policy.allowNodeIdentity",
     ),
+    # consumer groups under another namespace's ACL prefix (the job's default is streamq.<ns>.<query>.source)
+    "names: a consumer group prefix of another namespace": (
+        kafka_option("groupIdPrefix", "streamq.team-b.payments.source"), "team-a",
+        "spec.source.kafka.options.groupIdPrefix", "policy.transactionalNames",
+    ),
+    "names: a consumer group prefix that extends the namespace's name": (
+        kafka_option("groupIdPrefix", "streamq.team-a-b.q"), "team-a",
+        "spec.source.kafka.options.groupIdPrefix", "policy.transactionalNames",
+    ),
 }
 
 

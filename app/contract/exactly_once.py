@@ -32,6 +32,7 @@ Found = Iterator[tuple[str, str]]  # (path below spec, message)
 NAME_PREFIX = "streamq"
 SEPARATOR = "."
 CONTROL_SUFFIX = "eos-markers"
+SOURCE_SUFFIX = "source"  # the Kafka source's consumer groups (source_group_prefix)
 READER_SUFFIX = "eos-reader"
 LEGACY_CONTROL = re.compile(r"^streamq-.*-eos-markers$")  # the names before namespace and query were kept apart
 MAX_TOPIC = 249  # Kafka's limit on a topic name (and its legal characters: [a-zA-Z0-9._-])
@@ -87,6 +88,12 @@ def control_topic(namespace: str, query: str) -> str:
 def reader_group(namespace: str, query: str) -> str:
     """The group id of the consumer that reads the markers back (assigned partitions, never committed)."""
     return f"{query_prefix(namespace, query)}{READER_SUFFIX}"
+
+
+def source_group_prefix(namespace: str, query: str) -> str:
+    """The Kafka source's groupIdPrefix: Spark names its consumers' groups ``<prefix>-<uuid>...``, so
+    they fall under the namespace's prefixed group ACL, not a prefix every tenant shares."""
+    return f"{query_prefix(namespace, query)}{SOURCE_SUFFIX}"
 
 
 def transactional_id(namespace: str, query: str, writer: int) -> str:

@@ -61,6 +61,7 @@ PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
 # a query started. The driver pod's readiness probe tests it, so a pod's Ready says "warm".
 READY_FILE_ENV = "STREAMQ_READY_FILE"
 READY_FILE = "/tmp/streamq/ready"
+QUERY_ENV = "STREAMQ_QUERY"  # the query's name, in its driver pod
 # The driver pod's own IP (the downward API): executors dial the driver there, never through a name
 # that could also resolve to the query's other driver (a standby).
 POD_IP_ENV = "STREAMQ_POD_IP"

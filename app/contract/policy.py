@@ -687,9 +687,13 @@ def _transactional_names(spec: QuerySpec, policy: Policy, facts: OperatorFacts, 
     (app.contract.exactly_once): a query that named another's would fence its writers,
     and one that wrote into another's control topic would forge markers, making it skip
     a batch it never wrote."""
-    for path, key, _ in kafka_options(spec):
+    for path, key, value in kafka_options(spec):
         if key.lower() == "kafka.transactional.id":
             yield path, "transactional ids are set by the exactlyOnce sink (streamq.<namespace>.<query>.<writer>)"
+        elif key.lower() == "groupidprefix" and namespace and not value.startswith(exactly_once.namespace_prefix(namespace)):
+            # the job names its groups streamq.<namespace>.<query>.source-...: another prefix leaves the namespace's
+            yield path, (f"consumer groups of namespace {namespace} start with {exactly_once.namespace_prefix(namespace)} "
+                         "(the default, streamq.<namespace>.<query>.source, needs no option)")  # fmt: skip
     kafka = spec.sink.kafka
     if kafka is not None and exactly_once.is_control_topic(kafka.topic):
         yield ".sink.kafka.topic", (f"{kafka.topic} is, or collides in Kafka with ('.' and '_' read as one), an "

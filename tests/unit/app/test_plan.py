@@ -42,3 +42,12 @@ def test_other_modes_keep_the_consumers_fetch_wait(mode):
 def test_the_specs_own_consumer_options_win():
     spec = with_change(query_spec(mode="continuous"), "source.kafka.options", {"kafka.fetch.max.wait.ms": "100"})
     assert kafka_source_options(validate_spec(spec))["kafka.fetch.max.wait.ms"] == "100"
+
+
+def test_a_driver_pods_consumer_groups_fall_under_its_namespace_prefix(monkeypatch):
+    monkeypatch.setenv("STREAMQ_QUERY", "payments")
+    monkeypatch.setenv("POD_NAMESPACE", "team-a")
+    spec = validate_spec(query_spec())
+    assert kafka_source_options(spec)["groupIdPrefix"] == "streamq.team-a.payments.source"
+    monkeypatch.delenv("STREAMQ_QUERY")
+    assert "groupIdPrefix" not in kafka_source_options(spec)  # a local run: Spark's own default

@@ -422,3 +422,13 @@ def test_no_policy_lets_a_query_run_as_another_querys_lease_account():
 def test_remote_locations_are_read_as_hadoop_reads_them(location, refused):
     found = problems_of(changed(BASE, {"checkpoint.location": location}), Policy(allow_node_identity=True))
     assert bool(found) == refused, found
+
+
+@pytest.mark.parametrize(("prefix", "refused"), [
+    ("streamq.team-a.payments.source", False), ("streamq.team-a.mine", False),
+    ("streamq.team-b.payments.source", True), ("streamq.team-a-x.q", True), ("spark-kafka-source", True),
+])  # fmt: skip
+def test_a_tenant_group_id_prefix_stays_in_its_namespace(prefix, refused):
+    spec = validate_spec(query_spec(**{"source.kafka.options": {"groupIdPrefix": prefix}}))
+    problems = [p for p in check_policy(spec, Policy(), namespace="team-a") if "groupIdPrefix" in p.path]
+    assert bool(problems) is refused, problems
