@@ -27,6 +27,7 @@ from typing import Annotated
 import kopf
 import typer
 
+from app.contract.cli_help import HelpCommand
 from controller.cli import invoke
 
 PROG = "python -m controller"
@@ -46,31 +47,31 @@ class OperatorArgs:
     debug: bool
 
 
-@cli.command(help="The streamq operator.")
+@cli.command(help="The streamq operator.", cls=HelpCommand)
 def operator(
     ctx: typer.Context,
     namespaces: Annotated[
         list[str] | None,
-        typer.Option("-n", "--namespace", help="Watch this namespace (repeatable). \\[env: STREAMQ_NAMESPACES=a,b]"),
+        typer.Option("-n", "--namespace", metavar="NAMESPACE", help="Watch this namespace (repeatable). \\[env: STREAMQ_NAMESPACES=a,b]"),
     ] = None,
     all_namespaces: Annotated[
         bool, typer.Option("-A", "--all-namespaces", help="Watch the whole cluster (the default when no namespace is given).")
     ] = False,
     peering: Annotated[
-        str | None, typer.Option(help="Coordinate replicas (needs kopf's peering CRDs). \\[env: STREAMQ_PEERING]")
+        str | None, typer.Option(metavar="NAME", help="Coordinate replicas (needs kopf's peering CRDs). \\[env: STREAMQ_PEERING]")
     ] = None,
     # kopf pauses every replica when two share a priority; distinct priorities give
     # one active replica and hot standbys that take over when it goes away.
     priority: Annotated[
         int | None,
-        typer.Option(help="This replica's peering priority (default: random, so replicas differ). \\[env: STREAMQ_PEERING_PRIORITY]"),
+        typer.Option(metavar="N", help="This replica's peering priority (default: random, so replicas differ). \\[env: STREAMQ_PEERING_PRIORITY]"),
     ] = None,
     standalone: Annotated[bool, typer.Option("--standalone", help="No peering at all. \\[env: STREAMQ_STANDALONE=1]")] = False,
     liveness: Annotated[
-        str | None, typer.Option(help="e.g. http://0.0.0.0:8080/healthz \\[env: STREAMQ_LIVENESS]")
+        str | None, typer.Option(metavar="URL", help="e.g. http://0.0.0.0:8080/healthz \\[env: STREAMQ_LIVENESS]")
     ] = None,
     metrics_port: Annotated[
-        int | None, typer.Option(help="Prometheus metrics; 0 turns them off (default 9090). \\[env: STREAMQ_METRICS_PORT]")
+        int | None, typer.Option(metavar="PORT", help="Prometheus metrics; 0 turns them off (default 9090). \\[env: STREAMQ_METRICS_PORT]")
     ] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
     debug: Annotated[bool, typer.Option("--debug")] = False,

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from app.contract import GROUP, KIND, MAX_QUERY_NAME, PLURAL, QUERY_NAME_PATTERN, SHORT_NAME, VERSION
 from app.contract import spec as spec_model
+from app.contract.cli_help import HelpCommand
 from app.contract.progress import field_path
 from app.contract.rules import RULES, Rule
 from controller.cli import invoke
@@ -77,7 +78,7 @@ def _one_of_rule(cls: type[spec_model.OneOf]) -> dict[str, str]:
 
 
 def _describe_default(node: dict[str, Any], default: Any) -> None:
-    if default is None or default == {} or default == []:
+    if default is None or default == {} or default == [] or default == "":
         return
     text = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("...").strip()
     shown = f"Default: {text}."
@@ -115,6 +116,9 @@ class _Converter:
             _describe_default(out, node.get("default"))
             return out
         out = {k: copy.deepcopy(v) for k, v in node.items() if k in _KEPT}
+        if out.get("description"):
+            # A model's docstring keeps its source line breaks: kubectl explain wraps the text itself.
+            out["description"] = " ".join(out["description"].split())
         if "enum" in out and node.get("type") == "string":
             # Bounds CEL's cost estimate; every allowed value fits, so nothing changes.
             out["maxLength"] = max(len(v) for v in out["enum"])
@@ -164,7 +168,8 @@ def add_rule_cel(schema: dict[str, Any], rules: Iterable[Rule]) -> None:
 def status_schema() -> dict[str, Any]:
     raw = QueryStatus.model_json_schema(by_alias=True)
     schema = _Converter(raw).convert(raw)
-    schema.pop("description", None)
+    schema["description"] = ("What the query is doing, as the operator saw it last: phase and conditions, the current "
+                             "driver, restarts and failures, the checkpoint, an upgrade, the driver's latest progress.")
     progress = schema["properties"]["progress"]
     progress.pop("additionalProperties", None)
     progress["x-kubernetes-preserve-unknown-fields"] = True
@@ -264,7 +269,7 @@ def _show(path: Path) -> str:
 cli = typer.Typer(add_completion=False)
 
 
-@cli.command(help=__doc__.split("\n\n")[0])
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
 def generate(
     ctx: typer.Context,
     check: Annotated[bool, typer.Option("--check", help="fail when a generated file differs")] = False,

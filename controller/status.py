@@ -39,29 +39,44 @@ class StatusModel(BaseModel):
 
 
 class Condition(StatusModel):
-    type: ConditionType
-    status: Literal["True", "False", "Unknown"]
-    reason: str
-    message: str = ""
-    last_transition_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
-    observed_generation: int | None = None
+    """One aspect of the query's state, in Kubernetes' convention (kubectl wait --for=condition=Ready)."""
+
+    type: ConditionType = Field(
+        description="Ready (the query runs), Progressing (moving towards its spec), Degraded (something is wrong), "
+        "Reconciling and Stalled (kstatus: not realised yet, cannot be realised until the spec changes)."
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="Why, in one CamelCase word (DriverRunning, Unschedulable, InvalidSpec, ...).")
+    message: str = Field(default="", description="Why, in a sentence.")
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed.", json_schema_extra={"format": "date-time"}
+    )
+    observed_generation: int | None = Field(default=None, description="The metadata.generation it was set for.")
 
 
 class Failure(StatusModel):
-    reason: str
-    message: str = ""
-    time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
-    exit_code: int | None = None
+    """The last failure of a driver."""
+
+    reason: str = Field(description="What happened, in one word (DriverFailed, DriverLost, Stalled, InvalidSpec, ...).")
+    message: str = Field(default="", description="What the driver said on its way out, or what the operator saw.")
+    time: str | None = Field(
+        default=None, description="When the operator saw it.", json_schema_extra={"format": "date-time"}
+    )
+    exit_code: int | None = Field(default=None, description="The driver's exit code, when it exited.")
     driver: str | None = Field(default=None, description="The driver that failed.")
     attempt: int | None = Field(default=None, description="Its attempt number: a failure is counted once.")
 
 
 class CheckpointStatus(StatusModel):
+    """The checkpoint the query runs on."""
+
     location: str = Field(description="The location the query runs on (spec.checkpoint.location, or a fresh one).")
     resets: int = Field(default=0, description="Fresh checkpoints made for incompatible changes.")
 
 
 class ReconciledSource(StatusModel):
+    """The source that checkpoint was written for."""
+
     kind: str = Field(description="kafka, rate, ...")
     topics: list[str] | None = Field(default=None, description="Kafka topics, sorted.")
     pattern: str | None = Field(default=None, description="Kafka topic pattern.")
@@ -119,28 +134,43 @@ class UpgradeStatus(StatusModel):
         description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "
                     "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
     )
-    started_at: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    started_at: str | None = Field(
+        default=None, description="When the upgrade started.", json_schema_extra={"format": "date-time"}
+    )
     message: str | None = Field(default=None, description="Why it failed, or why a plain restart was chosen.")
     no_room: bool | None = Field(default=None, description="Creating the new driver was refused for want of quota: "
                                                            "the next pass restarts instead.")
 
 
 class QueryStatus(StatusModel):
-    phase: Phase | None = None
+    phase: Phase | None = Field(
+        default=None,
+        description="Pending (no driver yet), Starting, Running, Restarting (a backoff before the next driver), "
+        "Upgrading (a driver of the new spec warms up), Suspended, Failed (out of restarts, or restartPolicy "
+        "Never), Invalid (the spec cannot run: fix it), Completed (the query ended on its own).",
+    )
     mode: str | None = Field(default=None, description="The trigger mode: continuous, realTime, microBatch, availableNow.")
-    message: str | None = None
-    observed_generation: int | None = None
+    message: str | None = Field(default=None, description="What the query is doing, or what is wrong, in a sentence.")
+    observed_generation: int | None = Field(default=None, description="The metadata.generation this status describes.")
     driver: str | None = Field(default=None, description="Name of the current driver pod or SparkApplication.")
-    driver_kind: Literal["Pod", "SparkApplication"] | None = None
+    driver_kind: Literal["Pod", "SparkApplication"] | None = Field(
+        default=None, description="Pod or SparkApplication (spec.runtime.backend)."
+    )
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
-    driver_start_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    driver_start_time: str | None = Field(
+        default=None, description="When the current driver started running (restartPolicy.stableAfter counts from it).",
+        json_schema_extra={"format": "date-time"},
+    )
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
     spark_ui: str | None = Field(
         default=None, alias="sparkUI",
         description="The Spark UI of the current driver, through its Service (spec.runtime.sparkUI): http://<query>-ui.<namespace>.svc:4040.",
     )
     restarts: int = Field(default=0, description="Restarts after failures since the query last ran stably.")
-    next_restart_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
+    next_restart_time: str | None = Field(
+        default=None, description="When the next driver starts, after the backoff (phase Restarting).",
+        json_schema_extra={"format": "date-time"},
+    )
     last_failure: Failure | None = None
     checkpoint: CheckpointStatus | None = None
     upgrade: UpgradeStatus | None = Field(default=None, description="A warm upgrade in progress, or the last that failed.")
@@ -151,7 +181,9 @@ class QueryStatus(StatusModel):
         default=None, alias="lastReconciledSpec", exclude=True,
         description="Deprecated: the whole last spec, as streamq 0.1.0 kept it; replaced by reconciled.",
     )
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list, description="Ready, Progressing, Degraded, Reconciling and Stalled, one of each type."
+    )
     # The CRD keeps the record open (x-kubernetes-preserve-unknown-fields): a newer job may print more.
     progress: Annotated[ProgressRecord | None, WithJsonSchema(_OPEN_OBJECT)] = Field(
         default=None,

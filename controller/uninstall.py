@@ -28,6 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from app.contract import GROUP, PLURAL, VERSION
+from app.contract.cli_help import HelpCommand
 from controller.cli import invoke
 from controller.names import FINALIZER
 
@@ -123,13 +124,13 @@ class Uninstall:
 cli = typer.Typer(add_completion=False)
 
 
-@cli.command(help=__doc__.split("\n")[0])
+@cli.command(help=__doc__.split("\n")[0], cls=HelpCommand)
 def release_finalizers(
     ctx: typer.Context,
-    operator_namespace: Annotated[str, typer.Option(help="The operator's namespace.")],
-    deployment: Annotated[str, typer.Option(help="the operator's Deployment, stopped first")],
-    namespaces: Annotated[list[str] | None, typer.Option("-n", "--namespace", help="served namespaces; none: all")] = None,
-    timeout: Annotated[float, typer.Option(help="seconds to wait for the operator's pods to go")] = 120.0,
+    operator_namespace: Annotated[str, typer.Option(metavar="NAMESPACE", help="The operator's namespace.")],
+    deployment: Annotated[str, typer.Option(metavar="NAME", help="the operator's Deployment, stopped first")],
+    namespaces: Annotated[list[str] | None, typer.Option("-n", "--namespace", metavar="NAMESPACE", help="served namespaces; none: all")] = None,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds to wait for the operator's pods to go")] = 120.0,
 ) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:

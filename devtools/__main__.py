@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from app.contract.cli_help import HelpCommand
+
 cli = typer.Typer(add_completion=False)
 
 
@@ -18,10 +20,10 @@ class DevMode(str, Enum):
     MICRO_BATCH = "microBatch"
 
 
-@cli.command()
+@cli.command(cls=HelpCommand)
 def dev(
     mode: Annotated[DevMode, typer.Option(help="The trigger the fraud filter runs with.")] = DevMode.CONTINUOUS,
-    rate: Annotated[float, typer.Option(min=0.1, help="Payments fed per second.")] = 20.0,
+    rate: Annotated[float, typer.Option(min=0.1, metavar="N", help="Payments fed per second.")] = 20.0,
 ) -> None:
     """The fraud filter on a local Kafka broker: payments in, flagged ones and their latency out.
 

@@ -548,6 +548,20 @@ REFUSED_BY_POLICY = {
         changed(BASE, {"checkpoint": {"location": "hdfs://namenode:8020/team-a/q"}}), "team-a",
         "spec.checkpoint.location", "policy.allowNodeIdentity",
     ),
+    # a Secret named like an account's token: what it is, the operator reads (test_credentials_secrets.py)
+    "identity: the driver account's token by its usual name": (
+        changed(BASE, {"sink.kafka.auth": {"secretRef": {"name": "streamq-driver-token"}}}), "team-a",
+        "spec.sink.kafka.auth.secretRef.name", "policy.allowedSecrets",
+    ),
+    "identity: a legacy token Secret's generated name": (
+        changed(BASE, {"checkpoint": {"location": "s3a://b/team-a/q",
+                                      "s3": {"credentials": {"secretRef": {"name": "streamq-reader-token-x7k2p"}}}}}),
+        "team-a", "spec.checkpoint.s3.credentials.secretRef.name", "policy.allowedSecrets",
+    ),
+    "identity: a Lease account's token": (
+        changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "streamq-payments-lease-token"}}}), "team-a",
+        "spec.source.kafka.auth.secretRef.name", "policy.allowedSecrets",
+    ),
     # consumer groups under another namespace's ACL prefix (the job's default is streamq.<ns>.<query>.source)
     "names: a consumer group prefix of another namespace": (
         kafka_option("groupIdPrefix", "streamq.team-b.payments.source"), "team-a",

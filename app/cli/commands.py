@@ -13,14 +13,45 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from app.contract import ExitCode
-from app.contract.load import QueryDocument, load_file, parse_text
+from app.contract.cli_help import HelpCommand, HelpGroup
+from app.contract.load import QueryDocument, load_document, load_file, parse_text
 from app.contract.policy import DEFAULT_RELEASE, OperatorFacts, Policy, from_values
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
 
-cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True)
+cli = typer.Typer(
+    help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True, cls=HelpGroup
+)
 err = Console(stderr=True, soft_wrap=True)
 
-SpecPath = Annotated[Path, typer.Argument(help="A StreamingQuery YAML/JSON file, or a bare spec.")]
+
+def version() -> str:
+    """The installed package's version; in a checkout that was never installed, pyproject.toml's."""
+    from importlib.metadata import PackageNotFoundError, version as installed
+
+    try:
+        return installed("streamq")
+    except PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"] if pyproject.is_file() else "unknown"
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"streamq {version()}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    _version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    pass
+
+SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="A StreamingQuery YAML/JSON file, or a bare spec.")]
 
 
 def _load(path: Path) -> QueryDocument:
@@ -60,11 +91,13 @@ POLICY_HELP = (
 )
 
 
-@cli.command()
+@cli.command(cls=HelpCommand)
 def run(
     spec: SpecPath,
-    progress_file: Annotated[str | None, typer.Option(help="Keep the latest progress record in this file.")] = None,
-    starting_offsets: Annotated[str | None, typer.Option(help=STARTING_OFFSETS_HELP)] = None,
+    progress_file: Annotated[
+        str | None, typer.Option(metavar="FILE", help="Keep the latest progress record in this file.")
+    ] = None,
+    starting_offsets: Annotated[str | None, typer.Option(metavar="OFFSETS", help=STARTING_OFFSETS_HELP)] = None,
     log_format: Annotated[LogFormat, typer.Option(help=LOG_FORMAT_HELP)] = LogFormat.AUTO,
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""
@@ -96,59 +129,91 @@ def _load_policy(values_file: Path | None, release: str = DEFAULT_RELEASE) -> tu
     raise typer.Exit(ExitCode.INVALID_SPEC)
 
 
-@cli.command()
+VALIDATE_PATHS_HELP = (
+    "StreamingQuery files (YAML or JSON, one or more documents each, or a bare spec) and directories, "
+    "searched for *.yaml, *.yml and *.json."
+)
+# sysexits' EX_NOINPUT, as 64 and 65 are EX_USAGE and EX_DATAERR: nothing to check (no StreamingQuery in
+# what validate was given, or a path that cannot be read). Not an ExitCode: the job never ends with it.
+NO_QUERY_FOUND = 66
+
+
+@cli.command(cls=HelpCommand)
 def validate(
-    specs: Annotated[list[Path], typer.Argument(help="One or more spec files.")],
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help=VALIDATE_PATHS_HELP)],
     spark: Annotated[bool, typer.Option("--spark", help="Also ask Spark's analyser (starts a JVM, no broker needed).")] = False,
-    policy: Annotated[Path | None, typer.Option(help=POLICY_HELP)] = None,
-    release: Annotated[str, typer.Option(help=RELEASE_HELP)] = DEFAULT_RELEASE,
+    policy: Annotated[Path | None, typer.Option(metavar="VALUES_FILE", help=POLICY_HELP)] = None,
+    release: Annotated[str, typer.Option(metavar="NAME", help=RELEASE_HELP)] = DEFAULT_RELEASE,
 ) -> None:
-    """Check specs: the static rules and the platform's policy always, Spark's analyser with --spark
-    (only for specs that pass both: Spark never analyses what the policy refuses)."""
+    """Check every StreamingQuery in the files and directories before applying them.
+
+    The static rules and the platform's policy always, Spark's analyser with --spark (only for specs
+    that pass both: Spark never analyses what the policy refuses). Documents of other kinds (a
+    Namespace, a Kustomization) are skipped. Exit 64: a query is invalid (or a file is not YAML);
+    65: Spark refused one; 66: no StreamingQuery found, or a path cannot be read."""
+    from app.cli.documents import Skipped, Unreadable, walk
+
     rules, facts = _load_policy(policy, release)
     worst = ExitCode.OK
-    docs = []
-    for path in specs:
-        try:
-            docs.append((path, load_file(path, policy=rules, facts=facts)))
-        except SpecError as exc:
-            _report_problems(path, exc)
-            worst = ExitCode.INVALID_SPEC
+    docs: list[tuple[str, QueryDocument]] = []
+    found = 0
+    for item in walk(paths):
+        if isinstance(item, Skipped):
+            err.print(f"skipped {item.label}: {item.reason}", markup=False, highlight=False)
+        elif isinstance(item, Unreadable):
+            if item.broken:  # it may be a StreamingQuery: as wrong as an invalid one
+                _report_problems(item.path, SpecError([Problem("", item.message)]))
+                worst = max(worst, ExitCode.INVALID_SPEC)
+            else:
+                err.print(item.message, style="bold red", markup=False, highlight=False)
+                worst = max(worst, NO_QUERY_FOUND)
+        else:
+            found += 1
+            try:
+                docs.append((item.label, load_document(item.data, item.path.stem, policy=rules, facts=facts)))
+            except SpecError as exc:
+                _report_problems(item.label, exc)
+                worst = max(worst, ExitCode.INVALID_SPEC)
     if spark and docs:
         from app.pipeline.session import get_session, jvm_output_discarded
         from app.pipeline.analyser import analyse
 
         with jvm_output_discarded():
             session = get_session(docs[0][1].spec, "validate", with_secrets=False)
-        for path, doc in list(docs):
+        for label, doc in list(docs):
             problems = analyse(session, doc)
             if problems:
-                _report_problems(path, SpecError(problems))
-                docs.remove((path, doc))
+                _report_problems(label, SpecError(problems))
+                docs.remove((label, doc))
                 worst = max(worst, ExitCode.QUERY_REFUSED)
-    for path, doc in docs:
-        err.print(f"[green]valid[/] {path} ({doc.spec.mode} mode)")
+    for label, doc in docs:
+        err.print(f"[green]valid[/] {label} ({doc.spec.mode} mode)", highlight=False)
+    if not found:
+        err.print(f"[bold red]no StreamingQuery[/] in {', '.join(map(str, paths))}", highlight=False)
+        worst = max(worst, NO_QUERY_FOUND)
     raise typer.Exit(int(worst))
 
 
-checkpoint_cli = typer.Typer(help="Look inside Structured Streaming checkpoints (no Spark needed).", no_args_is_help=True)
+checkpoint_cli = typer.Typer(
+    help="Look inside Structured Streaming checkpoints (no Spark needed).", no_args_is_help=True, cls=HelpGroup
+)
 cli.add_typer(checkpoint_cli, name="checkpoint")
 
 
-@checkpoint_cli.command("inspect")
+@checkpoint_cli.command("inspect", cls=HelpCommand)
 def inspect_checkpoint(
-    location: Annotated[str, typer.Argument(help="A checkpoint directory or URI (s3a://, gs://... need fsspec).")],
+    location: Annotated[str, typer.Argument(metavar="LOCATION", help="A checkpoint directory or URI (s3a://, gs://... need fsspec).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     spec: Annotated[
-        Path | None, typer.Option(help="The query's spec: its source broker and credentials give the lag per partition.")
+        Path | None, typer.Option(metavar="SPEC", help="The query's spec: its source broker and credentials give the lag per partition.")
     ] = None,
     bootstrap_servers: Annotated[
-        str | None, typer.Option(help="A Kafka broker (no credentials) to measure the lag against.")
+        str | None, typer.Option(metavar="HOST:PORT", help="A Kafka broker (no credentials) to measure the lag against.")
     ] = None,
     s3_endpoint: Annotated[
-        str | None, typer.Option(help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).")
+        str | None, typer.Option(metavar="URL", help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).")
     ] = None,
-    s3_region: Annotated[str | None, typer.Option(help="s3a://: the signing region (else the spec's, else AWS_REGION).")] = None,
+    s3_region: Annotated[str | None, typer.Option(metavar="REGION", help="s3a://: the signing region (else the spec's, else AWS_REGION).")] = None,
     s3_path_style: Annotated[
         bool | None, typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores).")
     ] = None,

@@ -308,10 +308,27 @@ def secret_refs(spec: QuerySpec) -> Iterator[tuple[str, str]]:
         yield ".checkpoint.s3.credentials.secretRef.name", s3.credentials.secret_ref.name
 
 
+# The names Kubernetes gives a service account's token Secret (the legacy token controller's
+# <account>-token-<5 chars>) and the names people give one (<account>-token).
+TOKEN_SECRET_NAME = re.compile(r"-token(-[a-z0-9]{5})?$")
+
+
+def _account_token(name: str, facts: OperatorFacts) -> bool:
+    """Named like a token of an account a query must never borrow. What a Secret is, the operator
+    reads from the cluster (app.contract.credentials); ``streamq validate`` can only read the name."""
+    accounts = (facts.driver_service_account, facts.operator_service_account)
+    return bool(TOKEN_SECRET_NAME.search(name)) or any(name.startswith(f"{a}-") for a in accounts) or (
+        LEASE_ACCOUNT_SUFFIX + "-" in name or name.endswith(LEASE_ACCOUNT_SUFFIX))
+
+
 def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     for at, name in secret_refs(spec):
         if name.endswith(OPERATOR_SECRET_SUFFIX):
             yield at, f"Secret {name} is one the operator makes for a query's Spark authentication"
+        elif _account_token(name, facts):
+            yield at, (f"Secret {name} is named like a service account's token (or after the driver, operator or a "
+                       "Lease account): credentials Secrets are Opaque Secrets the namespace's owners label "
+                       'streamq.io/credentials: "true", never an account\'s token')  # fmt: skip
         elif not matches(name, policy.allowed_secrets):
             yield at, f"Secret {name} is not allowed (allowed: {_listed(policy.allowed_secrets)})"
 

@@ -101,6 +101,8 @@ class OneOf(Model):
 
 # --- credentials -------------------------------------------------------------
 
+SECRET_POLICY = "which Secrets a query may mount is the platform's policy (allowedSecrets; by default streamq-*)"
+
 
 class SaslMechanism(StrEnum):
     PLAIN = "PLAIN"
@@ -114,42 +116,82 @@ class SecurityProtocol(StrEnum):
 
 
 class SecretKeyRef(Model):
-    """A Kubernetes Secret, mounted as files into the driver; never copied into the spec."""
+    """The Secret with the SASL username and password, in the query's namespace: mounted as files into
+    the driver and read at start, never copied into the spec, status or logs."""
 
-    name: K8sName
-    username_key: SecretKey = "username"
-    password_key: SecretKey = "password"
+    name: K8sName = Field(description=f"Name of the Secret; {SECRET_POLICY}.")
+    username_key: SecretKey = Field(default="username", description="Key of the Secret that holds the username.")
+    password_key: SecretKey = Field(default="password", description="Key of the Secret that holds the password.")
 
 
 class KafkaAuth(Model):
-    mechanism: SaslMechanism = SaslMechanism.PLAIN
-    security_protocol: SecurityProtocol = SecurityProtocol.SASL_PLAINTEXT
+    """SASL authentication to the brokers, with the credentials from a Secret. Unset: none (PLAINTEXT).
+    Credentials never go in options."""
+
+    mechanism: SaslMechanism = Field(default=SaslMechanism.PLAIN, description="The SASL mechanism.")
+    security_protocol: SecurityProtocol = Field(
+        default=SecurityProtocol.SASL_PLAINTEXT,
+        description="SASL_PLAINTEXT: SASL without TLS; SASL_SSL: SASL over TLS to the brokers.",
+    )
     secret_ref: SecretKeyRef
 
 
 # --- source ------------------------------------------------------------------
 
 
+BOOTSTRAP_DESCRIPTION = (
+    "The brokers, as comma-separated host:port pairs (kafka-0.kafka:9092,kafka-1.kafka:9092). "
+    "Which hosts are allowed is the platform's policy (deniedHosts, allowedHosts)."
+)
+
+
 class KafkaSource(Model):
-    bootstrap_servers: BootstrapServers
-    topics: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_LIST)
-    pattern: Annotated[str, StringConstraints(min_length=1, max_length=MAX_VALUE)] | None = None
+    """Read Kafka topics (Spark's Kafka source). Each row has key and value (binary), topic, partition,
+    offset, timestamp and timestampType; set exactly one of topics and pattern."""
+
+    bootstrap_servers: BootstrapServers = Field(description=BOOTSTRAP_DESCRIPTION)
+    topics: list[Name] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST,
+        description=f"The topics to read, 1 to {MAX_LIST}. Set exactly one of topics and pattern.",
+    )  # fmt: skip
+    pattern: Annotated[str, StringConstraints(min_length=1, max_length=MAX_VALUE)] | None = Field(
+        default=None,
+        description="A Java regular expression: every topic whose name matches is read, topics created later "
+        "included. Set exactly one of topics and pattern.",
+    )
     starting_offsets: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SQL)] = Field(
         default="latest",
-        description='"earliest", "latest", or Spark\'s JSON form {"topic":{"0":42}}',
+        description='Where a query without a checkpoint starts reading: "earliest", "latest", or Spark\'s JSON '
+        'form {"topic":{"0":42,"1":-2}} (-2: earliest, -1: latest, per partition). Once the checkpoint holds a '
+        "commit, the query resumes after it and this is not read.",
     )
     options: dict[Name, Value] = Field(
-        default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka source options."
-    )
+        default_factory=dict, max_length=MAX_OPTIONS,
+        description=f"Extra options of Spark's Kafka source (at most {MAX_OPTIONS}): Spark's own "
+        "(maxOffsetsPerTrigger, failOnDataLoss, includeHeaders, ...) and Kafka consumer settings prefixed kafka. "
+        "(kafka.fetch.max.wait.ms). "
+        "What the other fields set (servers, topics, offsets, credentials) is refused here; which kafka. settings "
+        "are allowed is the platform's policy (allowedKafkaOptions).",
+    )  # fmt: skip
     auth: KafkaAuth | None = None
 
 
 class RateSource(Model):
-    rows_per_second: int = Field(default=10, ge=1, le=10_000_000)
-    num_partitions: int = Field(default=1, ge=1, le=1024)
+    """Spark's rate source, for tests and demos without a broker: rows of (timestamp, value), value counting
+    up from 0."""
+
+    rows_per_second: int = Field(default=10, ge=1, le=10_000_000, description="Rows made per second, 1 to 10,000,000.")
+    num_partitions: int = Field(
+        default=1, ge=1, le=1024,
+        description="Partitions the rows are spread over, 1 to 1024. In continuous mode each holds a task slot "
+        "for the query's life: the query needs more task slots than partitions (runtime.parallelism).",
+    )  # fmt: skip
 
 
 class Source(OneOf):
+    """Where the rows come from: set exactly one of kafka, rate. A change of the source's kind, topics or
+    pattern is one the checkpoint cannot take (checkpoint.onIncompatibleChange)."""
+
     kafka: KafkaSource | None = None
     rate: RateSource | None = None
 
@@ -158,21 +200,34 @@ class Source(OneOf):
 
 
 class WithColumn(Model):
-    name: Name
-    expr: Expression
+    """Add a column computed by a SQL expression, or replace the column of that name."""
+
+    name: Name = Field(description="The column's name.")
+    expr: Expression = Field(
+        description="A Spark SQL expression over the row, e.g. CAST(value AS STRING); no subquery."
+    )
 
 
 class Transform(OneOf):
-    """One step of the pipeline, applied in order."""
+    """One step of the pipeline, applied to the rows of the step before: set exactly one of where, select,
+    withColumn, drop, sql."""
 
-    where: Expression | None = Field(default=None, description="A SQL boolean expression.")
-    select: list[Expression] | None = Field(
-        default=None, min_length=1, max_length=MAX_LIST, description="SQL expressions."
+    where: Expression | None = Field(
+        default=None,
+        description="Keep the rows for which this Spark SQL boolean expression is true, e.g. amount > 1000.",
     )
+    select: list[Expression] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST,
+        description="Spark SQL expressions that make the output columns (selectExpr), e.g. CAST(key AS STRING) AS key.",
+    )  # fmt: skip
     with_column: WithColumn | None = None
-    drop: list[Name] | None = Field(default=None, min_length=1, max_length=MAX_LIST)
+    drop: list[Name] | None = Field(
+        default=None, min_length=1, max_length=MAX_LIST, description="Names of the columns to remove."
+    )
     sql: Annotated[str, StringConstraints(min_length=1, max_length=MAX_SQL)] | None = Field(
-        default=None, description="A SELECT over the previous step, a view named `input`."
+        default=None,
+        description="One Spark SQL SELECT (UNION and CTEs allowed) over the previous step's rows, the view `input`, "
+        "e.g. SELECT key, upper(value) AS value FROM input. No other statement, table or file.",
     )
 
 
@@ -202,11 +257,17 @@ class KafkaTransactions(Model):
 
 
 class KafkaSink(Model):
-    bootstrap_servers: BootstrapServers
-    topic: Name
+    """Write to a Kafka topic (Spark's Kafka sink): the rows need a value column (string or binary) and may
+    have key, headers and partition columns."""
+
+    bootstrap_servers: BootstrapServers = Field(description=BOOTSTRAP_DESCRIPTION)
+    topic: Name = Field(description="The topic every row is written to.")
     options: dict[Name, Value] = Field(
-        default_factory=dict, max_length=MAX_OPTIONS, description="Extra Spark Kafka sink options."
-    )
+        default_factory=dict, max_length=MAX_OPTIONS,
+        description=f"Extra options of Spark's Kafka sink (at most {MAX_OPTIONS}): includeHeaders and Kafka producer "
+        "settings prefixed kafka. (kafka.compression.type). Servers, topic and credentials come from their own "
+        "fields; which kafka. settings are allowed is the platform's policy (allowedKafkaOptions).",
+    )  # fmt: skip
     auth: KafkaAuth | None = None
     # None, not atLeastOnce, when unset: the spec hash of a driver started before this field stays the same.
     delivery: Delivery | None = Field(
@@ -230,17 +291,21 @@ class KafkaSink(Model):
 
 
 class ConsoleSink(Model):
-    num_rows: int = Field(default=20, ge=1, le=100_000)
-    truncate: bool = False
+    """Print each batch (or epoch) as a table in the driver's log (kubectl logs): for trying a query out."""
+
+    num_rows: int = Field(default=20, ge=1, le=100_000, description="Rows printed per batch, 1 to 100,000.")
+    truncate: bool = Field(default=False, description="Cut values longer than 20 characters.")
 
 
 class MemorySink(Model):
-    """For tests: rows land in a table named after the query, inside the driver."""
+    """For tests: rows land in an in-memory table inside the driver, gone when it stops."""
 
-    table: Name
+    table: Name = Field(description="Name of the table; it names the query inside Spark too.")
 
 
 class Sink(OneOf):
+    """Where the rows go: set exactly one of kafka, console, memory."""
+
     kafka: KafkaSink | None = None
     console: ConsoleSink | None = None
     memory: MemorySink | None = None
@@ -250,22 +315,45 @@ class Sink(OneOf):
 
 
 class ContinuousTrigger(Model):
-    checkpoint_interval: Duration = "1s"
+    """Continuous processing: long-running tasks, one per source partition, millisecond latency. Map-like
+    transforms only (no aggregation, join or ordering), append output, and more task slots than source
+    partitions."""
+
+    checkpoint_interval: Duration = Field(
+        default="1s",
+        description="How often an epoch commits (its offsets written to the checkpoint), above 0, e.g. 500ms, 1s, 1m: "
+        "shorter means less to replay after a failure and more checkpoint writes.",
+    )
 
 
 class RealTimeTrigger(Model):
-    batch_duration: Duration = "5m"
+    """Real-time mode (Spark 4.1+): long-running tasks process each record as it arrives, in batches that
+    commit every batchDuration. Kafka source only, update output."""
+
+    batch_duration: Duration = Field(
+        default="5m", description="How long one batch runs before it commits, above 0, e.g. 30s, 5m."
+    )
 
 
 class MicroBatchTrigger(Model):
-    interval: Duration = "0s"
+    """Micro-batches: every Spark operation (aggregations, joins, watermarks), latency from about 100 ms."""
+
+    interval: Duration = Field(
+        default="0s",
+        description="Time between the starts of batches, e.g. 500ms, 10s, 1m; 0s: each batch starts as soon as the "
+        "previous one ends. A batch that takes longer delays the next.",
+    )
 
 
 class AvailableNowTrigger(Model):
-    pass
+    """Process what the source holds when the query starts, in micro-batches, then stop: the query completes
+    (phase Completed) and is not restarted."""
 
 
 class Trigger(OneOf):
+    """How the query runs and commits: set exactly one of continuous, realTime, microBatch, availableNow
+    (status.mode)."""
+
     continuous: ContinuousTrigger | None = None
     real_time: RealTimeTrigger | None = None
     micro_batch: MicroBatchTrigger | None = None
@@ -281,15 +369,30 @@ class IncompatibleChange(StrEnum):
 
 
 class PvcVolume(Model):
-    claim_name: K8sName
+    """A PersistentVolumeClaim of the query's namespace. A standby query's second driver may run on another
+    node: its claim must be ReadWriteMany."""
+
+    claim_name: K8sName = Field(
+        description="Name of the claim; which claims a query may mount is the platform's policy "
+        "(allowedClaims; by default streamq-*)."
+    )
 
 
 class CheckpointVolume(Model):
+    """The volume a local checkpoint location is written to, mounted in the driver at the location's parent
+    directory: set one of persistentVolumeClaim, emptyDir, hostPath. Which kinds a query may use is the
+    platform's policy (allowedVolumes)."""
+
     persistent_volume_claim: PvcVolume | None = None
     empty_dir: dict[Name, Value] | None = Field(
-        default=None, max_length=8, description="Test clusters only: lost with the pod."
+        default=None, max_length=8,
+        description="Test clusters only: an emptyDir with these settings (medium, sizeLimit), lost with the pod.",
+    )  # fmt: skip
+    host_path: LongStr | None = Field(
+        default=None,
+        description="Single-node clusters only: a directory of the node, made if missing, below the platform's "
+        "hostPathPrefixes.",
     )
-    host_path: LongStr | None = Field(default=None, description="Single-node clusters only.")
 
 
 # An S3 endpoint: a host[:port], or a URL with http:// or https:// (Hadoop's fs.s3a.endpoint).
@@ -300,12 +403,18 @@ S3_REGION_PATTERN = r"^[a-z0-9-]+$"
 class S3SecretRef(Model):
     """A Secret with the access key pair, mounted into the driver and read at start; never copied anywhere."""
 
-    name: K8sName
-    access_key_id_key: SecretKey = "accessKeyId"
-    secret_access_key_key: SecretKey = "secretAccessKey"
+    name: K8sName = Field(description=f"Name of the Secret, in the query's namespace; {SECRET_POLICY}.")
+    access_key_id_key: SecretKey = Field(
+        default="accessKeyId", description="Key of the Secret that holds the access key id."
+    )
+    secret_access_key_key: SecretKey = Field(
+        default="secretAccessKey", description="Key of the Secret that holds the secret access key."
+    )
 
 
 class S3Credentials(Model):
+    """The S3 access key pair, by Secret reference."""
+
     secret_ref: S3SecretRef
 
 
@@ -329,10 +438,23 @@ class S3Checkpoint(Model):
 
 
 class Checkpoint(Model):
-    location: LongStr = Field(description="A path or URI Spark can write; mounted from `volume` in the driver.")
+    """Where the query keeps its offsets, commits and state: a restarted driver resumes from it."""
+
+    location: LongStr = Field(
+        description="Where Spark writes the checkpoint: an absolute path of the driver (/checkpoints/<query>, on "
+        "`volume`; without a volume, below /tmp and lost with the pod) or an object store URI (s3a://, gs://, "
+        "abfss://, hdfs://). Give each query a folder of its own; which places are allowed is the platform's "
+        "policy (checkpointRoots, remoteCheckpointPrefixes)."
+    )
     volume: CheckpointVolume | None = None
     s3: S3Checkpoint | None = Field(default=None, description="Settings of the store behind an s3a:// location.")
-    on_incompatible_change: IncompatibleChange = IncompatibleChange.REFUSE
+    on_incompatible_change: IncompatibleChange = Field(
+        default=IncompatibleChange.REFUSE,
+        description="A spec change the checkpoint cannot take (the source's kind, topics or pattern; state the new "
+        "spec would not keep). refuse: the previous spec keeps running, condition Degraded and an event say why. "
+        "newCheckpoint: the new spec starts on a fresh checkpoint next to this one (<location>-reset-N); the old "
+        "one is kept.",
+    )
 
     @property
     def shared(self) -> bool:
@@ -365,9 +487,19 @@ CORE_REQUEST_DESCRIPTION = (
 
 
 class DriverResources(Model):
-    cores: int = Field(default=1, ge=1, le=MAX_CORES)
+    """CPU and memory of the driver pod; the platform's policy caps a query's total (maxCores, maxMemory)."""
+
+    cores: int = Field(
+        default=1, ge=1, le=MAX_CORES,
+        description=f"CPU cores of the driver, 1 to {MAX_CORES}: its pod's CPU request unless coreRequest is set "
+        "(no CPU limit). Task slots without executors come from parallelism.",
+    )  # fmt: skip
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
-    memory: Quantity = "1Gi"
+    memory: Quantity = Field(
+        default="1Gi",
+        description="Memory of the driver, a quantity such as 2Gi. Backend pod: the pod's request and limit, "
+        "of which the JVM heap gets 60% (at least 256Mi), the rest Python and off-heap memory.",
+    )
 
     @property
     def cpu_request(self) -> str:
@@ -375,18 +507,39 @@ class DriverResources(Model):
 
 
 class ExecutorResources(Model):
+    """Executor pods the driver starts (Spark on Kubernetes). None by default: every task runs in the driver."""
+
     instances: int = Field(
-        default=0, ge=0, le=MAX_EXECUTORS, description="0 runs Spark local[parallelism] inside the driver pod."
-    )
-    cores: int = Field(default=1, ge=1, le=MAX_CORES)
+        default=0, ge=0, le=MAX_EXECUTORS,
+        description="Executor pods, up to the platform's maxExecutors. 0 runs Spark local[parallelism] inside the "
+        "driver pod. With executors the task slots are instances x cores, and a spec change is a plain restart "
+        "(no warm upgrade).",
+    )  # fmt: skip
+    cores: int = Field(
+        default=1, ge=1, le=MAX_CORES,
+        description=f"Cores of each executor, 1 to {MAX_CORES}: its task slots, and its pod's CPU request unless "
+        "coreRequest is set.",
+    )  # fmt: skip
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
-    memory: Quantity = "1Gi"
+    memory: Quantity = Field(
+        default="1Gi",
+        description="Memory of each executor's JVM (spark.executor.memory), a quantity such as 2Gi; its pod gets "
+        "10% more for overhead, at least 384Mi more.",
+    )
 
 
 class Runtime(Model):
-    backend: Backend = Backend.POD
+    """Where and with what the query runs: image, backend, driver and executor resources, Spark settings."""
+
+    backend: Backend = Field(
+        default=Backend.POD,
+        description="pod: the operator runs the driver as a Pod. sparkApplication: it submits a SparkApplication to "
+        "kubeflow's Spark operator, which must be installed; standby drivers and warm upgrades need pod.",
+    )
     image: Annotated[str, StringConstraints(min_length=1, max_length=1024)] | None = Field(
-        default=None, description="Defaults to the operator's configured job image."
+        default=None,
+        description="Image of the driver and executors. Unset: the operator's job image (the chart's jobs.image); "
+        "others must be allowed by the platform's policy (allowedImages).",
     )
     parallelism: int | None = Field(
         default=None,
@@ -400,7 +553,14 @@ class Runtime(Model):
     )
     driver: DriverResources = Field(default_factory=DriverResources)
     executors: ExecutorResources = Field(default_factory=ExecutorResources)
-    service_account_name: K8sName | None = None
+    service_account_name: K8sName | None = Field(
+        default=None,
+        description="The driver's service account, in the query's namespace; a driver that starts executors needs "
+        "one that may create pods. Unset: the chart's driver account when executors run, the "
+        "query's own <query>-lease account when its driver holds the query's Lease (standby, warm upgrades), "
+        "otherwise none (no API token). Which accounts are allowed is the platform's policy "
+        "(allowedServiceAccounts).",
+    )
     # None, not False, when unset: the spec hash of a driver started before this field stays the same.
     standby: bool | None = Field(
         default=None,
@@ -450,8 +610,13 @@ class RestartType(StrEnum):
 
 
 class Backoff(Model):
-    initial: Duration = "5s"
-    max: Duration = "5m"
+    """The wait before a restart after a failure: initial, doubled for each restart in a row, at most max."""
+
+    initial: Duration = Field(
+        default="5s",
+        description="Wait before the first restart, e.g. 5s, 1m; at least the platform's minBackoff, at most max.",
+    )
+    max: Duration = Field(default="5m", description="The longest wait between restarts, e.g. 5m, 1h.")
 
 
 NODE_LOST_AFTER = "30s"  # restartPolicy.nodeLostAfter when unset
@@ -461,13 +626,26 @@ NODE_LOST_AFTER_FENCED = "5s"
 
 
 class RestartPolicy(Model):
-    type: RestartType = RestartType.ALWAYS
+    """When a driver that failed or ended is replaced; every restart resumes from the checkpoint. A change
+    here applies without a new driver."""
+
+    type: RestartType = Field(
+        default=RestartType.ALWAYS,
+        description="Always: restart after a failure, and after an exit 0 too (except availableNow, which "
+        "completes). OnFailure: restart after a failure; exit 0 completes the query. Never: a failure is final "
+        "(phase Failed).",
+    )
     # -1 rather than null for "unlimited": kubectl apply reads null as "remove the field".
     max_restarts: int = Field(
-        default=10, ge=-1, description="Consecutive failed runs before Failed; -1: unlimited."
-    )
+        default=10, ge=-1,
+        description="Consecutive failed runs before Failed; -1: unlimited. At most the platform's maxRestarts.",
+    )  # fmt: skip
     backoff: Backoff = Field(default_factory=Backoff)
-    stable_after: Duration = Field(default="10m", description="Running this long resets the restart counter.")
+    stable_after: Duration = Field(
+        default="10m",
+        description="Running this long resets the restart counter (status.restarts); at least the platform's "
+        "minStableAfter.",
+    )
     force_delete_after: Duration = Field(
         default="5m",
         description=(
@@ -548,7 +726,7 @@ UPGRADE_READY_WITHIN = "5m"  # upgrade.readyWithin when unset
 
 
 class Upgrade(Model):
-    """How a running query takes a spec change its checkpoint can take (controller.decide.upgrade)."""
+    """How a running query takes a spec change its checkpoint can take."""
 
     strategy: UpgradeStrategy = Field(
         default=UpgradeStrategy.WARM,
@@ -573,19 +751,40 @@ class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
     source: Source
-    transforms: list[Transform] = Field(default_factory=list, max_length=64)
+    transforms: list[Transform] = Field(
+        default_factory=list, max_length=64,
+        description="The steps from source to sink, applied in order (at most 64); none: rows go to the sink as read. "
+        "Continuous mode takes map-like steps only: no aggregation, join, ordering or current-time function.",
+    )  # fmt: skip
     sink: Sink
     trigger: Trigger
-    output_mode: OutputMode | None = Field(default=None, description="Defaults to append (update in realTime).")
+    output_mode: OutputMode | None = Field(
+        default=None,
+        description="What a batch writes: append (new rows), update (rows that changed), complete (the whole "
+        "result, for aggregations). Unset: append, update in realTime; continuous takes append only, realTime "
+        "update only.",
+    )
     checkpoint: Checkpoint
     runtime: Runtime = Field(default_factory=Runtime)
     restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
     health: Health = Field(default_factory=Health)
     # None when unset: the stored form of a spec written before this field existed stays the same.
-    upgrade: Upgrade | None = Field(default=None, description="How a spec change reaches a running query.")
-    suspend: bool = False
+    upgrade: Upgrade | None = Field(
+        default=None,
+        description="How a spec change reaches a running query; unset: strategy warm, readyWithin "
+        f"{UPGRADE_READY_WITHIN}. Warm upgrades need backend pod, no executors and a checkpoint both drivers reach "
+        "(an object store, a persistentVolumeClaim or a hostPath); otherwise a change is a plain restart. Changing "
+        "suspend, restartPolicy or upgrade needs no new driver.",
+    )
+    suspend: bool = Field(
+        default=False,
+        description="true: the driver is stopped and deleted, the checkpoint kept (phase Suspended); false again: "
+        "the query resumes from the checkpoint.",
+    )
     restart_nonce: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
-        default=None, description="Change it to force a restart."
+        default=None,
+        description="Change it (any new value, e.g. a timestamp) to restart the driver with the same spec: a plain "
+        "restart from the checkpoint.",
     )
 
     @property

@@ -16,7 +16,7 @@ from testbed.specs import query_spec
 pytestmark = pytest.mark.integration
 
 TOKEN_TYPE = "kubernetes.io/service-account-token"
-S3 = {"location": "s3a://bucket/{namespace}/cp", "s3": {"credentials": {"secretRef": {"name": "streamq-driver-token"}}}}
+S3 = {"location": "s3a://bucket/{namespace}/cp", "s3": {"credentials": {"secretRef": {"name": "streamq-borrowed"}}}}
 
 
 def _secret(cluster, name: str, type_: str = "Opaque", labels: dict | None = None) -> None:
@@ -40,11 +40,11 @@ def _refused(cluster, query: str, path: str, says: str) -> None:
 
 def test_a_token_or_an_unmarked_secret_is_refused_whatever_its_name_and_a_marked_one_runs(cluster, start_operator):
     start_operator(STREAMQ_RESYNC_INTERVAL_SECONDS="2")  # a Secret changes without an event on the query
-    _secret(cluster, "streamq-driver-token", TOKEN_TYPE)
+    _secret(cluster, "streamq-borrowed", TOKEN_TYPE)
     _secret(cluster, "streamq-creds")  # Opaque, allowed by name (streamq-*), but not marked
     _secret(cluster, "streamq-marked", labels={LABEL_CREDENTIALS: "true"})
 
-    cluster.apply("token", query_spec(**_auth("streamq-driver-token")))
+    cluster.apply("token", query_spec(**_auth("streamq-borrowed")))
     cluster.apply("token-s3", query_spec(mode="microBatch", checkpoint={
         **S3, "location": S3["location"].format(namespace=cluster.namespace)}))  # fmt: skip
     cluster.apply("unmarked", query_spec(**_auth("streamq-creds", at="source")))

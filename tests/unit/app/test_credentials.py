@@ -47,9 +47,9 @@ def spec_with(**changes) -> dict:
     (meta("Opaque", {"streamq.io/credential": "true"}), "is not marked for queries"),
 ])  # fmt: skip
 def test_a_secret_that_is_not_a_credentials_secret_is_refused_whatever_its_name(secret, says):
-    spec = validate_spec(spec_with(**{"sink.kafka.auth": {"secretRef": {"name": "streamq-driver-token"}}}))
-    (problem,) = credential_secret_problems(spec, {"streamq-driver-token": secret})
-    assert problem.path == SINK_PATH and problem.message.startswith(f"{RULE}: Secret streamq-driver-token ")
+    spec = validate_spec(spec_with(**{"sink.kafka.auth": {"secretRef": {"name": "streamq-borrowed"}}}))
+    (problem,) = credential_secret_problems(spec, {"streamq-borrowed": secret})
+    assert problem.path == SINK_PATH and problem.message.startswith(f"{RULE}: Secret streamq-borrowed ")
     assert says in problem.message and is_policy_problem(problem)
 
 
@@ -85,8 +85,8 @@ def _decide(spec: dict, secrets: dict | None) -> object:
 
 
 def test_the_decision_makes_a_query_naming_a_token_secret_invalid_with_a_policy_violation():
-    spec = spec_with(**{"sink.kafka.auth": {"secretRef": {"name": "streamq-driver-token"}}})
-    d = _decide(spec, {"streamq-driver-token": meta("kubernetes.io/service-account-token")})
+    spec = spec_with(**{"sink.kafka.auth": {"secretRef": {"name": "streamq-borrowed"}}})
+    d = _decide(spec, {"streamq-borrowed": meta("kubernetes.io/service-account-token")})
     assert d.status.phase is Phase.INVALID and d.actions == ()
     assert SINK_PATH in d.status.message and "service-account token" in d.status.message
     assert [e.reason for e in d.events] == [Reason.POLICY_VIOLATION]
