@@ -18,9 +18,26 @@ from app.monitoring.health import compute_lag
 from app.monitoring.reporting import iso
 
 
+NOT_A_CHECKPOINT = "not a checkpoint: no metadata, offsets/ or commits/ of a Structured Streaming query"
+
+
+def holds_checkpoint(state: CheckpointState) -> bool:
+    """Something a query wrote is there. An empty folder (or docs/) reads as an existing checkpoint that
+    Spark could start from, which is right for the job (a fresh location) but not an answer to "what is in
+    this checkpoint": inspect says it is none."""
+    return state.exists and bool(
+        state.query_id or state.last_committed is not None or state.in_flight is not None
+        or state.stateful_operators or state.problems
+    )  # fmt: skip
+
+
 def describe(state: CheckpointState, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     out = state.to_json(now)
+    out["checkpoint"] = holds_checkpoint(state)
+    if state.exists and not out["checkpoint"]:
+        out["resumable"] = False
+        out["problems"] = [*out["problems"], NOT_A_CHECKPOINT]
     out["committedAt"] = iso(state.committed_at)
     out["plannedAt"] = iso(state.planned_at)
     out["holds"] = Holds.of(state).to_wire().model_dump(by_alias=True)
@@ -82,6 +99,8 @@ def render_tables(report: dict[str, Any], console: Console) -> None:
     for problem in report["problems"]:
         summary.add_row("[yellow]problem[/]", problem)
     console.print(summary)
+    if not report.get("checkpoint", True):
+        return  # no offsets to show
 
     lag = (report.get("lag") or {}).get("perPartition") or {}
     offsets = Table(title="offsets per source and partition")

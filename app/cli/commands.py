@@ -162,6 +162,7 @@ def validate(
             err.print(f"skipped {item.label}: {item.reason}", markup=False, highlight=False)
         elif isinstance(item, Unreadable):
             if item.broken:  # it may be a StreamingQuery: as wrong as an invalid one
+                found += 1
                 _report_problems(item.path, SpecError([Problem("", item.message)]))
                 worst = max(worst, ExitCode.INVALID_SPEC)
             else:
@@ -253,6 +254,10 @@ def inspect_checkpoint(
     else:
         render_tables(report, Console())
     if not state.exists:
+        raise typer.Exit(ExitCode.SOURCE_UNAVAILABLE)
+    if not report["checkpoint"]:  # as for a missing one: there is no checkpoint to read here
+        err.print(f"[bold red]not a checkpoint[/] {location}: no metadata, offsets/ or commits/ of a Structured "
+                  "Streaming query there (no query has run on it yet, or it is another folder)", highlight=False)  # fmt: skip
         raise typer.Exit(ExitCode.SOURCE_UNAVAILABLE)
 
 

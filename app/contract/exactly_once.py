@@ -222,7 +222,8 @@ def transform_problems(spec: QuerySpec) -> Found:
 
     for path, text in transform_texts(spec):
         called = set(sql.called_names(text) or ())
-        found = sorted(called & NONDETERMINISTIC) + [m.group(1).lower() for m in _BARE_TIME.finditer(text)]
+        # Named as written: a call with its parentheses (rand(), current_timestamp()), a bare word without.
+        found = [f"{n}()" for n in sorted(called & NONDETERMINISTIC)] + [m.group(1).lower() for m in _BARE_TIME.finditer(text)]
         for name in dict.fromkeys(found):
             yield path, (f"exactlyOnce needs the same output when a batch is replayed; {name} gives another value "
                          "each run (rows written twice or never)")  # fmt: skip

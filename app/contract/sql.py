@@ -254,20 +254,59 @@ def expression_problems(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _written_call(node: exp.Expression | None, text: str) -> str | None:
+    """The name of the call ``node`` was parsed from, as ``text`` has it (lower case): ``collect_list``
+    where sqlglot says ArrayAgg. None when the node carries no position (a bare word, a node the parser
+    made up) or the position is not a word followed by "(" in ``text`` (it was parsed from other text)."""
+    if node is None or "start" not in node.meta:
+        return None
+    start, end = node.meta["start"], node.meta["end"]
+    tokens = _tokens(text) or ()
+    for token, following in zip(tokens, tokens[1:]):
+        if (token.start, token.end) == (start, end) and following.token_type is TokenType.L_PAREN:
+            return text[start : end + 1].strip("`").lower()
+    return None
+
+
+def _time_call(node: exp.Expression, text: str) -> str:
+    """A current-time node named as the user wrote it: ``current_timestamp()``, ``now()``; ``unix_timestamp()``,
+    which the parser reads as StrToUnix(CurrentTimestamp()): the call around the made-up node."""
+    written = _written_call(node, text) or (_written_call(node.parent, text) if "start" not in node.meta else None)
+    return f"{written}()" if written else _TIME_NODES.get(type(node)) or _name(node)
+
+
+def _aggregate_name(node: exp.Expression, text: str) -> str:
+    """``collect_list`` as written, else as Spark writes the call (``max_by``, whose node carries no position),
+    else the clause (``distinct``, ``group``, ``window`` for OVER)."""
+    if written := _written_call(node, text):
+        return written
+    if isinstance(node, exp.AggFunc):
+        try:
+            spark = re.match(r"([A-Za-z_]\w*)\(", node.sql(dialect="spark"))
+        except Exception:  # noqa: BLE001 - a node sqlglot cannot print: its own name below
+            spark = None
+        if spark:
+            return spark.group(1).lower()
+    return _name(node)
+
+
 def not_map_like(text: str) -> list[str]:
-    """Why this expression or query is not a map-like step (empty: it is, or it could not be read)."""
+    """Why this expression or query is not a map-like step (empty: it is, or it could not be read).
+    Functions are named as written, never by the parser's names for them (``currenttimestamp``)."""
     tree = _tree(text)
     if tree is None:
         return []
-    found = [f"does not support current time operations ({name})" for name in bare_calls(text) or ()
-             if name in _TIME_FUNCTIONS]  # fmt: skip
+    bare = [name for name in bare_calls(text) or () if name in _TIME_FUNCTIONS]
+    found = [f"does not support current time operations ({name})" for name in bare]
     for node in tree.walk():
         if type(node) in _TIME_NODES or (isinstance(node, exp.Anonymous) and node.name.lower() in _TIME_FUNCTIONS):
-            found.append(f"does not support current time operations ({_TIME_NODES.get(type(node)) or _name(node)})")
+            if "start" not in node.meta and _TIME_NODES.get(type(node)) in bare:
+                continue  # a bare word, listed above (the call around it is not what made it the current time)
+            found.append(f"does not support current time operations ({_time_call(node, text)})")
         elif isinstance(node, (exp.AggFunc, exp.Group, exp.Window, exp.Distinct)) or (
             isinstance(node, exp.Anonymous) and node.name.lower() in _GROUPING_FUNCTIONS
         ):
-            found.append(f"supports map-like steps only; {_name(node)!r} aggregates")
+            found.append(f"supports map-like steps only; {_aggregate_name(node, text)!r} aggregates")
         elif isinstance(node, exp.Join):
             found.append("supports map-like steps only; joins are not allowed")
         elif isinstance(node, (exp.Order, exp.Limit)):

@@ -175,6 +175,6 @@ def test_the_chart_keeps_query_pods_from_the_networks_the_policy_denies_by_defau
     values = yaml.safe_load((CHART / "values.yaml").read_text())["networkPolicy"]
     assert values["denyMetadata"] is True and values["enabled"] is False
     schema = json.loads((CHART / "values.schema.json").read_text())
-    assert schema["properties"]["networkPolicy"]["properties"]["denyMetadata"] == {"type": "boolean"}
+    assert schema["properties"]["networkPolicy"]["properties"]["denyMetadata"]["type"] == "boolean"
     template = (CHART / "templates" / "networkpolicy-metadata.yaml").read_text()
     assert "(not $np.enabled) $np.denyMetadata" in template and "streamq.metadataCIDRs" in template

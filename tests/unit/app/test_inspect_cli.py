@@ -47,3 +47,29 @@ def test_tables(tmp_path):
 def test_a_missing_checkpoint(tmp_path):
     result = CliRunner().invoke(cli, ["checkpoint", "inspect", str(tmp_path / "none"), "--json"])
     assert result.exit_code == 69 and json.loads(result.output)["exists"] is False
+
+
+@pytest.mark.parametrize("contents", [{}, {"README.md": "# docs\n", "guide/intro.md": "text\n"}], ids=["empty", "docs"])
+def test_a_directory_that_is_not_a_checkpoint_is_said_so_and_fails(tmp_path, contents):
+    """Issue 38: an empty folder, or docs/, said `resumable: yes` with exit 0."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for name, text in contents.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    result = CliRunner().invoke(cli, ["checkpoint", "inspect", str(folder), "--json"])
+    assert result.exit_code == 69, result.output
+    report = json.loads(result.stdout)
+    assert report["exists"] is True and report["checkpoint"] is False and report["resumable"] is False
+    assert "not a checkpoint" in result.stderr
+    tables = CliRunner().invoke(cli, ["checkpoint", "inspect", str(folder)], env={"COLUMNS": "160"})
+    assert tables.exit_code == 69 and "resumable" in tables.stdout and "yes" not in tables.stdout
+
+
+def test_a_checkpoint_that_only_started_is_one(tmp_path):
+    """Spark writes metadata when the query starts, before its first batch: that is a checkpoint."""
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "metadata").write_text('{"id":"3f0c"}')
+    result = CliRunner().invoke(cli, ["checkpoint", "inspect", str(tmp_path / "ck"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["checkpoint"] is True

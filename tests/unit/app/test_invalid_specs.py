@@ -6,7 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from app.cli.commands import cli
+from app.cli.commands import NO_QUERY_FOUND, cli
 from app.contract import ExitCode
 from testbed.specs import query_spec, resource, with_change
 
@@ -138,11 +138,22 @@ def test_valid_spec_passes_with_exit_zero(tmp_path):
     assert "valid" in output and "continuous mode" in output
 
 
-def test_wrong_kind_is_refused(tmp_path):
-    document = {**resource(K), "kind": "SparkApplication"}
+def test_another_kind_is_skipped_and_nothing_found_is_an_error(tmp_path):
+    """Not a StreamingQuery: skipped, not invalid (issue 38); with nothing else to check, exit 66."""
+    document = {**resource(K), "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication"}
     code, output = _validate(tmp_path, document)
+    assert code == NO_QUERY_FOUND, output
+    assert "skipped" in output and "kind SparkApplication" in output and "no StreamingQuery" in output
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"apiVersion": "streamq.io/v1"}, "expected 'streamq.io/v1alpha1'"),  # ours, a version that does not exist
+    ({"kind": "StreamingQueries"}, "expected 'StreamingQuery'"),  # ours, a misspelt kind: not skipped
+])  # fmt: skip
+def test_a_wrong_kind_or_version_of_ours_is_refused(tmp_path, change, expected):
+    code, output = _validate(tmp_path, {**resource(K), **change})
     assert code == ExitCode.INVALID_SPEC
-    assert "expected 'StreamingQuery'" in output
+    assert expected in output
 
 
 def test_not_yaml_is_refused(tmp_path):
