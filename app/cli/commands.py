@@ -51,6 +51,7 @@ def _options(
 ) -> None:
     pass
 
+
 SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="A StreamingQuery YAML/JSON file, or a bare spec.")]
 
 
@@ -140,7 +141,7 @@ NO_QUERY_FOUND = 66
 
 @cli.command(cls=HelpCommand)
 def validate(
-    paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help=VALIDATE_PATHS_HELP)],
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH", help=VALIDATE_PATHS_HELP)],
     spark: Annotated[bool, typer.Option("--spark", help="Also ask Spark's analyser (starts a JVM, no broker needed).")] = False,
     policy: Annotated[Path | None, typer.Option(metavar="VALUES_FILE", help=POLICY_HELP)] = None,
     release: Annotated[str, typer.Option(metavar="NAME", help=RELEASE_HELP)] = DEFAULT_RELEASE,
@@ -149,8 +150,9 @@ def validate(
 
     The static rules and the platform's policy always, Spark's analyser with --spark (only for specs
     that pass both: Spark never analyses what the policy refuses). Documents of other kinds (a
-    Namespace, a Kustomization) are skipped. Exit 64: a query is invalid (or a file is not YAML);
-    65: Spark refused one; 66: no StreamingQuery found, or a path cannot be read."""
+    Namespace, a Kustomization, a Helm template found in a folder) are skipped. Exit 64: a query is
+    invalid (or a file named is not YAML); 65: Spark refused one; 66: no StreamingQuery found, or a
+    path cannot be read."""
     from app.cli.documents import Skipped, Unreadable, walk
 
     rules, facts = _load_policy(policy, release)

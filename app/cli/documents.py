@@ -8,6 +8,8 @@ what is not a StreamingQuery is skipped with a reason rather than reported as in
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ import yaml
 from app.contract.names import GROUP, KIND
 
 SUFFIXES = (".yaml", ".yml", ".json")
+_MENTIONS_KIND = re.compile(rf"\bkind\W+{KIND}\b")
 # A mapping without kind and apiVersion is a bare spec (what `streamq run` takes) when it sets one of these.
 SPEC_KEYS = frozenset({"source", "sink", "trigger", "checkpoint", "transforms"})
 
@@ -44,30 +47,39 @@ class Unreadable:
     broken: bool
 
 
-def files(paths: list[Path]) -> Iterator[Path | Unreadable]:
-    """Each file named, and each *.yaml/*.yml/*.json below each directory named (sorted, hidden ones left out)."""
+def files(paths: list[Path]) -> Iterator[tuple[Path, bool] | Unreadable]:
+    """Each file named (True: named), and each *.yaml/*.yml/*.json below each directory named (sorted,
+    hidden ones left out)."""
     for path in paths:
         if path.is_dir():
-            found = sorted(
-                p for p in path.rglob("*")
-                if p.suffix in SUFFIXES and p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )  # fmt: skip
-            yield from found
+            yield from ((p, False) for p in sorted(_below(path)))
         elif path.exists():
-            yield path
+            yield path, True
         else:
             yield Unreadable(path, f"cannot read {path}: no such file or directory", broken=False)
 
 
-def documents(path: Path) -> list[Document] | Unreadable:
-    """Every document of ``path``, in order; empty ones (a trailing ``---``) left out."""
+def _below(folder: Path) -> Iterator[Path]:
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # .git, .venv: never walked into
+        yield from (Path(root, n) for n in names if not n.startswith(".") and Path(n).suffix in SUFFIXES)
+
+
+def documents(path: Path, named: bool = True) -> list[Document] | Skipped | Unreadable:
+    """Every document of ``path``, in order; empty ones (a trailing ``---``) left out.
+
+    A file that is not YAML is an invalid query when it was ``named`` or mentions the kind; found in a
+    folder, it is skipped: a Helm chart's templates (``{{- if ... }}``) are no YAML, nor a query."""
+    text = ""
     try:
         text = path.read_text()
         loaded = [d for d in yaml.safe_load_all(text) if d is not None]  # YAML is a superset of JSON
     except OSError as exc:
         return Unreadable(path, f"cannot read {path}: {exc.strerror}", broken=False)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return Unreadable(path, f"{path} is not valid YAML/JSON: {exc}", broken=True)
+        if named or _MENTIONS_KIND.search(text):
+            return Unreadable(path, f"{path} is not valid YAML/JSON: {exc}", broken=True)
+        return Skipped(str(path), "not a StreamingQuery (not YAML: a template?)")
     if len(loaded) == 1:
         return [Document(str(path), path, loaded[0])]
     return [Document(f"{path}#{n}", path, d) for n, d in enumerate(loaded, 1)]
@@ -101,12 +113,12 @@ def queries(document: Document) -> Iterator[Document | Skipped]:
 
 def walk(paths: list[Path]) -> Iterator[Document | Skipped | Unreadable]:
     """Every candidate below ``paths``, in order: a query to check, a document skipped, a file not read."""
-    for path in files(paths):
-        if isinstance(path, Unreadable):
-            yield path
+    for item in files(paths):
+        if isinstance(item, Unreadable):
+            yield item
             continue
-        found = documents(path)
-        if isinstance(found, Unreadable):
+        found = documents(*item)
+        if isinstance(found, Skipped | Unreadable):
             yield found
             continue
         for document in found:

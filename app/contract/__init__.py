@@ -15,6 +15,7 @@ operator imports nothing from ``app`` but this package.
     resume      offsets kept outside the checkpoint, for a lost one
     progress    the progress record the job prints and the operator reads
     failpoints  named faults the tests switch on (STREAMQ_FAILPOINT); off unless set
+    cli_help    how every command line (the job's streamq, the operator's) shows its parameters in --help
 """
 
 from app.contract.names import *  # noqa: F401,F403  (the names are the contract's vocabulary)
