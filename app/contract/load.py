@@ -53,12 +53,18 @@ def load_document(
         if not isinstance(metadata, dict) or not metadata.get("name"):
             problems.append(Problem("metadata.name", "a StreamingQuery needs a name"))
             metadata = {}
-        elif (bad_name := query_name_problem(str(metadata["name"]))) is not None:
-            problems.append(Problem("metadata.name", bad_name))
         if problems:
             raise SpecError(problems)
         namespace = metadata.get("namespace")
-        spec = validate_spec(data.get("spec"), prefix="spec", policy=policy, facts=facts, namespace=namespace)
+        bad_name = query_name_problem(str(metadata["name"]))
+        try:
+            spec = validate_spec(data.get("spec"), prefix="spec", policy=policy, facts=facts, namespace=namespace)
+        except SpecError as exc:  # the name's problem and the spec's, all in one answer
+            if bad_name is not None:
+                raise SpecError([Problem("metadata.name", bad_name), *exc.problems]) from None
+            raise
+        if bad_name is not None:
+            raise SpecError([Problem("metadata.name", bad_name)])
         annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
         return QueryDocument(str(metadata["name"]), namespace, spec,
                              {str(k): str(v) for k, v in annotations.items()})  # fmt: skip

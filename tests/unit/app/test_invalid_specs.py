@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from app.cli.commands import NO_QUERY_FOUND, cli
 from app.contract import ExitCode
+from app.contract.load import load_document
+from app.contract.problems import SpecError
 from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
@@ -162,3 +164,13 @@ def test_not_yaml_is_refused(tmp_path):
     result = CliRunner().invoke(cli, ["validate", str(path)])
     assert result.exit_code == ExitCode.INVALID_SPEC
     assert "not valid YAML/JSON" in result.output
+
+
+@pytest.mark.parametrize("name", ["fraud.filter", "Fraud", "a" * 41, "fraud_filter"])
+def test_a_resource_whose_name_would_make_ambiguous_children_is_refused_with_its_spec_problems(name):
+    resource = {"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name},
+                "spec": {**query_spec(), "trigger": {"bogus": {}}}}
+    with pytest.raises(SpecError) as refused:
+        load_document(resource)
+    paths = [p.path for p in refused.value.problems]
+    assert paths[0] == "metadata.name" and len(paths) > 1, paths  # both, in one answer
