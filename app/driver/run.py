@@ -25,7 +25,7 @@ from app.driver import executors
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.ready import mark_ready
 from app.driver.warmup import running_tasks, warm_up
-from app.driver.write_fence import WriteFence, fenced
+from app.driver.write_fence import FENCED_WRITE, WriteFence, fenced
 from app.pipeline.credentials import s3_credentials
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.console.lines import committed_summary, progress_line
@@ -395,6 +395,9 @@ def _within(seconds: float, name: str, stop: Callable[[], object], failed: Calla
     stopper.join(seconds)
 
 
+LEASE_LOST_REASON = "lost the driver lease: another driver may run the query; stopped"
+
+
 def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: threading.Event | None = None) -> tuple[ExitCode, str]:
     """How the query ended: (code, one-line reason)."""
     while query.isActive:
@@ -402,7 +405,7 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: thre
             # Another driver may take the query over soon: stop writing now (the lease exits the
             # process hard if this takes longer than its grace).
             _stop_within(query, seconds=1)
-            return ExitCode.LEASE_LOST, "lost the driver lease: another driver may run the query; stopped"
+            return ExitCode.LEASE_LOST, LEASE_LOST_REASON
         if stop.event.is_set():
             if quiet is not None:
                 quiet()
@@ -423,6 +426,10 @@ def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: thre
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
         return ExitCode.OK, "stop requested"
     error = query.exception()
+    if fence is not None and (fence.is_set() or (error is not None and FENCED_WRITE in str(error))):
+        # The write fence failed a task at the Lease deadline before the renewal thread said the
+        # Lease was lost: the query died of it, and must not be restarted in place (the standby runs).
+        return ExitCode.LEASE_LOST, LEASE_LOST_REASON
     if error is None:
         return ExitCode.OK, "query finished (no more input for availableNow)"
     return classify(error), one_line(str(error))

@@ -26,6 +26,9 @@ log = logging.getLogger("streamq.fence")
 
 PARTITIONER_CLASS = "io.streamq.fence.WriteFence"
 PARTITIONER_OPTION = "kafka.partitioner.class"
+# How every record the fence refuses fails its task (jvm/fence WriteFence.FencedWrite's message).
+FENCED_WRITE = "streamq write fence:"
+
 
 def fenced(spec: QuerySpec) -> QuerySpec:
     """The spec whose Kafka sink places its records through the fence. Other sinks are unchanged,
