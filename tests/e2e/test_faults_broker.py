@@ -51,6 +51,7 @@ def _running_again(sq, name: str, timeout: float) -> dict:
     return wait_for(back, timeout, lambda: f"{name} Running, not Degraded\n" + sq.describe(name), interval=1, ignore=(Exception,))
 
 
+@pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
 def test_broker_pod_deleted_mid_stream(cluster, kafka, sq):
     test = "broker pod deleted"
     name, source, sink, status, first = _running_query(cluster, kafka, sq, "broker-del")

@@ -92,6 +92,7 @@ def _peers(cluster, namespace: str) -> dict[str, dict]:
     return (items[0].get("status") or {}) if items else {}
 
 
+@pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
 def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
     test = "operator replicas, active killed"
     # Both replicas are armed; only the one that creates a driver reaches the point. The other

@@ -47,6 +47,7 @@ def _wait_and_count(broker, sink, producer, timeout=180):
     return expected, out
 
 
+@pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
 def test_sigkill_five_times_mid_stream_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
     checkpoint = tmp_path / "ck"

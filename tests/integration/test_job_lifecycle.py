@@ -94,6 +94,7 @@ def test_too_few_slots_for_the_partitions_is_refused_not_hung(kafka_broker, kafk
     assert "4 partitions need more than 4 slots" in job.termination_message()
 
 
+@pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
 def test_a_broker_down_mid_run_is_waited_for_and_the_query_restarts_in_place_losing_nothing(kafka_broker_factory, tmp_path):
     """The broker dies (SIGKILL, data kept): the job stops its query, reports SourceUnavailable while it
     waits, restarts the query from the checkpoint in the same process when the broker is back, and every

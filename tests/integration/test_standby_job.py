@@ -169,6 +169,7 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
         assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
 
 
+@pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
 def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
     """A paused node, in one process group: SIGSTOP freezes the active driver (Python and its JVM)
     mid-stream; the standby takes over once the Lease has expired; SIGCONT wakes every thread of
