@@ -158,7 +158,13 @@ def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, chang
             new_driver = done["driver"]
             took_lease = _log_time(sq, new_driver, "holding lease")
             assert took_lease is not None, sq.describe(name)
-            time.sleep(8)  # steady output after the change
+
+            def steady_after_the_change() -> bool:  # the new driver's output, over 4 s (a slow first batch is waited for)
+                mine = [t for t, _, _ in watch.records if t >= took_lease]
+                return bool(mine) and mine[-1] - mine[0] >= 4
+
+            wait_for(steady_after_the_change, 120, lambda: f"4 s of output after {new_driver} took the lease\n"
+                     + sq.describe(name), interval=0.5)  # fmt: skip
             stop_producing.set()
             producer.join(60)
             produced += sent
