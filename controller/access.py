@@ -39,6 +39,8 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     **_resource("", "pods", get=GET_META, list=("kube.py", "self.core.list_namespaced_pod("),
                 watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'), create=CREATE, delete=DELETE),
     **_resource("", "pods/log", get=("kube.py", "self.core.read_namespaced_pod_log(")),
+    # a driver that waited on the Lease grows to its CPU request once it runs the query (in place)
+    **_resource("", "pods/resize", patch=("kube.py", "self.core.patch_namespaced_pod_resize(")),
     # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service;
     # the Spark UI Service (spec.runtime.sparkUI): its selector moved to the current attempt, deleted when turned off
     **_resource("", "configmaps", get=GET_META, create=CREATE, update=("kube.py", "self.core.replace_namespaced_config_map(")),

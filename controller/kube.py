@@ -173,6 +173,24 @@ class Kube:
             return False
         return True
 
+    def resize_pod_cpu(self, namespace: str, name: str, container: str, cpu: str, owner_uid: str) -> bool:
+        """Set a container's CPU request through the pod's resize subresource (in place, Kubernetes
+        1.33+), if the query ``owner_uid`` controls the pod; the resourceVersion read with that check is
+        a precondition. False when absent or not the query's. An API server without resize raises."""
+        found = self._read_meta("v1", "Pod", namespace, name)
+        if found is None or not controlled_by(found, owner_uid):
+            return False
+        body = {"metadata": {"resourceVersion": found["resourceVersion"]},
+                "spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": cpu}}}]}}
+        try:
+            self.core.patch_namespaced_pod_resize(name, namespace, body, _preload_content=False,
+                                                  _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+        except ApiException as exc:
+            if exc.status in (404, 409) and self._read_meta("v1", "Pod", namespace, name) is None:
+                return False  # gone meanwhile
+            raise
+        return True
+
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A standby query's Lease as plain JSON; None when it does not exist."""
         try:

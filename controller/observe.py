@@ -59,6 +59,8 @@ class Driver:
     fenced: bool = False  # a pod that runs the query only while it holds the query's Lease (standby queries)
     node_lost: bool = False  # evicted by Kubernetes because its node is lost (DisruptionTarget: DeletionByTaintManager)
     ready: bool = False  # the pod's Ready condition: its readiness probe found the job warm or running (app.driver.ready)
+    cpu_request: str | None = None  # the driver container's CPU request as the pod spec has it (a waiting driver's is small)
+    resize: str | None = None  # "Reason: message" of the pod's PodResizePending condition (Deferred, Infeasible)
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
     message: str | None = None  # the termination message the job wrote
@@ -139,6 +141,21 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
             return status
     # spark-operator names the driver container "spark-kubernetes-driver"
     return statuses[0] if statuses else None
+
+
+def _cpu_request(pod: dict[str, Any]) -> str | None:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == names.DRIVER_CONTAINER:
+            return ((container.get("resources") or {}).get("requests") or {}).get("cpu")
+    return None
+
+
+def resize_pending(pod: dict[str, Any]) -> str | None:
+    """Why the kubelet has not granted a resize yet (Kubernetes 1.33's PodResizePending condition)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodResizePending" and cond.get("status") == "True":
+            return _one_line(cond.get("reason") or "PodResizePending", cond.get("message"))
+    return None
 
 
 def termination_message(raw: str | None) -> str | None:
@@ -247,6 +264,8 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         fenced=fenced(pod),
         node_lost=node_lost(pod),
         ready=pod_ready(pod),
+        cpu_request=_cpu_request(pod),
+        resize=resize_pending(pod),
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,9 +25,9 @@ from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
 from controller import render
 from controller.config import Settings
-from controller.decide import spark_ui, upgrade
+from controller.decide import drivers, spark_ui, upgrade
 from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
-                               ReleaseLease, creation_failed, decide)
+                               Event, ReleaseLease, ResizeDriver, creation_failed, decide)
 from controller.kube import Kube, NameConflict, api_message
 from controller.names import DRIVER_CONTAINER
 from controller.observe import observe
@@ -96,6 +96,7 @@ def reconcile_once(
     ui_taken: list[NameConflict] = []
     try:
         refused = _act(kube, settings, body, inputs, decision, log, ui_taken)
+        decision = _resize(kube, inputs, decision, log)
     except NameConflict as conflict:  # nothing was written over; the driver was not created
         log.warning("%s", conflict)
         decision = creation_failed(decision, inputs, str(conflict), CREATE_RETRY_S, reason=Reason.NAME_CONFLICT)
@@ -166,6 +167,27 @@ def _act(kube: Kube, settings: Settings, body: dict, inputs: Inputs, decision: D
                 log.warning("cannot create the driver of %s: %s", inputs.name, message)
                 return message
     return None
+
+
+def _resize(kube: Kube, inputs: Inputs, decision: Decision, log) -> Decision:
+    """After the other actions (the driver it replaced is being deleted, its room freed): grow a
+    driver that waited on the Lease to its CPU request. A refusal is said once (decide.drivers.resize_refused)."""
+    for action in decision.actions:
+        if not isinstance(action, ResizeDriver):
+            continue
+        try:
+            if kube.resize_pod_cpu(inputs.namespace, action.name, DRIVER_CONTAINER, action.cpu, inputs.uid):
+                log.info("resized driver %s in place: CPU request %s -> %s", action.name, action.waited_on, action.cpu)
+                decision = replace(decision, events=(*decision.events, Event(
+                    "Normal", Reason.RESIZED, f"driver {action.name} runs the query: its CPU request grows in place "
+                    f"from {action.waited_on} to {action.cpu}")))  # fmt: skip
+        except ApiException as exc:
+            if exc.status in (403, 404, 405, 422):  # no resize subresource, not allowed, or invalid: for good
+                log.warning("cannot resize driver %s: %s", action.name, api_message(exc))
+                decision = drivers.resize_refused(decision, action, api_message(exc))
+            else:
+                raise
+    return decision
 
 
 def _apply_spark_ui(kube: Kube, settings: Settings, body: dict, action: ApplySparkUIService, log) -> None:

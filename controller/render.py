@@ -31,9 +31,10 @@ from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, POD_IP_ENV, QUERY_ENV, READY_FILE, READY_FILE_ENV, RESUME_ANNOTATION, PROGRESS_FILE_ENV, SECRETS_DIR_ENV, SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR, TERMINATION_LOG
 from app.contract import locations
 from app.contract.lease import LEASE_ENV, lease_name
+from app.contract import placement as contract_placement
 from app.contract.policy import volume_mount
 from app.contract.spec import Backend, QuerySpec
-from controller import lease_access, names
+from controller import lease_access, names, placement
 from controller.config import Settings
 from controller.decide import spark_ui
 from controller.run import SPARK_APP_KIND, Run, spec_hash
@@ -172,6 +173,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
             "spark.kubernetes.executor.useDriverPodIP": "false",
         })  # fmt: skip
     conf.update(_executor_checkpoint_conf(run))
+    conf.update(executor_secrets_conf(run.spec))
     conf.update(auth_conf(run))
     return conf
 
@@ -232,9 +234,11 @@ def _run_annotations(run: Run) -> dict[str, str]:
     }
 
 
-def executor_pod_template(settings: Settings) -> dict[str, Any]:
-    """What Spark starts every executor pod from; Spark adds image, resources, env and ports."""
-    return {
+def executor_pod_template(settings: Settings, run: Run | None = None) -> dict[str, Any]:
+    """What Spark starts every executor pod from; Spark adds image, resources, env and ports, and its
+    own labels to the spec's (runtime.executors: placement, labels and annotations, which Spark keeps)."""
+    executors = run.spec.runtime.executors if run is not None else None
+    template = {
         "apiVersion": "v1",
         "kind": "Pod",
         "spec": {
@@ -254,6 +258,13 @@ def executor_pod_template(settings: Settings) -> dict[str, Any]:
             "volumes": [{"name": _VOLUME_TMP, "emptyDir": {}}],
         },
     }  # fmt: skip
+    if executors is not None:
+        template["spec"].update(placement.scheduling(executors))
+        metadata = {"labels": placement.labels(executors, {}), "annotations": placement.annotations(executors)}
+        metadata = {key: value for key, value in metadata.items() if value}
+        if metadata:
+            template["metadata"] = metadata
+    return template
 
 
 def _auth_volume(secret: str) -> dict[str, Any]:
@@ -290,7 +301,7 @@ def auth_secret(run: Run, key: bytes | None = None) -> dict[str, Any] | None:
 def config_map(run: Run, settings: Settings) -> dict[str, Any]:
     data = {SPEC_FILE_NAME: json.dumps(query_document(run, settings), indent=2, sort_keys=True) + "\n"}
     if run.uses_executors:
-        data[EXECUTOR_TEMPLATE_FILE] = json.dumps(executor_pod_template(settings), indent=2, sort_keys=True) + "\n"
+        data[EXECUTOR_TEMPLATE_FILE] = json.dumps(executor_pod_template(settings, run), indent=2, sort_keys=True) + "\n"
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -365,7 +376,28 @@ def _secret_names(spec: QuerySpec) -> list[str]:
         auth = getattr(endpoint, "auth", None)
         if auth is not None and auth.secret_ref.name not in found:
             found.append(auth.secret_ref.name)
+    for name in _tls_secret_names(spec):
+        if name not in found:
+            found.append(name)
     return found
+
+
+def _tls_secret_names(spec: QuerySpec) -> list[str]:
+    """The Kafka TLS Secrets (CA, client certificate): Kafka's clients read them as files, on the
+    executors too (Spark's consumers and producers, the exactly-once writers' tasks)."""
+    names_: list[str] = []
+    for endpoint in (spec.source.kafka, spec.sink.kafka):
+        tls = getattr(endpoint, "tls", None)
+        for _, name in tls.secret_refs() if tls is not None else ():
+            if name not in names_:
+                names_.append(name)
+    return names_
+
+
+def executor_secrets_conf(spec: QuerySpec) -> dict[str, str]:
+    """Spark mounts these Secrets into every executor pod at the driver's paths (by name: no
+    value in the conf), so a setting naming a file means the same file on both."""
+    return {f"spark.kubernetes.executor.secrets.{name}": f"{SECRETS_MOUNT_DIR}/{name}" for name in _tls_secret_names(spec)}
 
 
 _VOLUME_S3_AUTH = "s3-auth"
@@ -461,7 +493,7 @@ def service_account(run: Run, settings: Settings) -> str | None:
 # The NoExecute taints the node controller puts on a node that stopped reporting (not-ready) or
 # cannot be reached (unreachable). Kubernetes' DefaultTolerationSeconds gives every pod 300 s of
 # them; a driver gets restartPolicy.nodeLostAfter, so the next one (or the standby) starts sooner.
-NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+NODE_LOST_TAINTS = contract_placement.NODE_LOST_TAINTS  # a query's own tolerations of them are refused
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 COMPONENT_DISRUPTION = "disruption-budget"  # the label of a standby query's PodDisruptionBudget
 
@@ -529,10 +561,13 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "imagePullPolicy": settings.image_pull_policy,
         "args": ["job", SPEC_PATH],  # the image's entrypoint (under tini): python -m app SPEC_PATH
         "env": driver_env(run, settings),
+        # A driver that waits on the Lease requests little (waitingCoreRequest); once it runs the query the
+        # operator grows it in place (decide.drivers.grow), which no CPU limit and this policy allow.
         "resources": {
-            "requests": {"cpu": drv.cpu_request, "memory": drv.memory},
+            "requests": {"cpu": drv.waiting_cpu_request if run.standby else drv.cpu_request, "memory": drv.memory},
             "limits": {"memory": drv.memory},
         },
+        "resizePolicy": [{"resourceName": "cpu", "restartPolicy": "NotRequired"}],
         "volumeMounts": mounts,
         "securityContext": container_security_context(),
         "terminationMessagePath": TERMINATION_LOG,
@@ -556,24 +591,23 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "securityContext": pod_security_context(settings),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "enableServiceLinks": False,
-        "tolerations": driver_tolerations(run, settings),
     }
     spec.update(_placement(run, settings, account_key="serviceAccountName"))
     if "serviceAccountName" not in spec:
         spec["automountServiceAccountToken"] = False
-    meta = _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt, annotations=_run_annotations(run))
+    meta = _meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt,
+                 annotations=placement.annotations(drv, _run_annotations(run)))  # fmt: skip
+    meta["labels"] = placement.labels(drv, meta["labels"])
     if run.standby:
         meta["labels"][names.LABEL_ROLE] = names.ROLE_STANDBY
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
 def _placement(run: Run, settings: Settings, account_key: str) -> dict[str, Any]:
-    """The driver's affinity and service account, where it has them (a pod names its account
-    serviceAccountName, a SparkApplication's driver serviceAccount)."""
-    out: dict[str, Any] = {}
-    affinity = driver_affinity(run)
-    if affinity is not None:
-        out["affinity"] = affinity
+    """The driver's node selector, tolerations, affinity, priority class (the spec's and the
+    operator's: controller.placement) and service account, where it has them (a pod names its
+    account serviceAccountName, a SparkApplication's driver serviceAccount)."""
+    out = placement.scheduling(run.spec.runtime.driver, driver_tolerations(run, settings), driver_affinity(run))
     account = service_account(run, settings)
     if account:
         out[account_key] = account
@@ -590,24 +624,26 @@ def spark_application(run: Run, settings: Settings) -> dict[str, Any]:
         "cores": rt.driver.cores,
         **({"coreRequest": rt.driver.core_request} if rt.driver.core_request else {}),
         "memory": spark_memory(rt.driver.memory),
-        "labels": driver_labels,
-        "annotations": _run_annotations(run),
+        "labels": placement.labels(rt.driver, driver_labels),
+        "annotations": placement.annotations(rt.driver, _run_annotations(run)),
         "env": driver_env(run, settings),
         "volumeMounts": mounts,
         "podSecurityContext": pod_security_context(settings),
         "securityContext": container_security_context(read_only_root=False),
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
-        "tolerations": driver_tolerations(run, settings),
     }
     driver.update(_placement(run, settings, account_key="serviceAccount"))
     executor: dict[str, Any] = {
         "cores": rt.executors.cores,
         **({"coreRequest": rt.executors.core_request} if rt.executors.core_request else {}),
         "memory": spark_memory(rt.executors.memory),
-        "labels": names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt),
+        "labels": placement.labels(rt.executors, names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt)),
         "podSecurityContext": pod_security_context(settings),
         "securityContext": container_security_context(read_only_root=False),
+        **placement.scheduling(rt.executors),
     }
+    if rt.executors.annotations:
+        executor["annotations"] = placement.annotations(rt.executors)
     if run.uses_executors:
         executor["instances"] = rt.executors.instances
         checkpoint_mounts = [m for m in mounts if m["name"] == _VOLUME_CHECKPOINT]

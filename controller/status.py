@@ -162,6 +162,11 @@ class QueryStatus(StatusModel):
         json_schema_extra={"format": "date-time"},
     )
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
+    resize_refused: str | None = Field(
+        default=None,
+        description="A driver that waited on the Lease and could not be resized in place to its CPU request: "
+        "'<pod>: <why>'. It runs on its waitingCoreRequest (no CPU limit); its next driver starts with the full request.",
+    )  # fmt: skip
     spark_ui: str | None = Field(
         default=None, alias="sparkUI",
         description="The Spark UI of the current driver, through its Service (spec.runtime.sparkUI): http://<query>-ui.<namespace>.svc:4040.",

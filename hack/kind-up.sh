@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # streamq on a kind cluster: README "Try it on kind".
 #
-#   hack/kind-up.sh [up] [--no-sample] [--workers N]
+#   hack/kind-up.sh [up] [--no-sample | --no-operator] [--workers N]   (options in any order)
 #       the tools (venv, Kafka jars, kubectl/helm from source, the streamq image),
 #       a Docker engine (yours when `docker info` answers, else hack/kind-docker.sh
 #       starts one of its own), kind, the node image (hack/kind-image.sh builds it
@@ -11,6 +11,8 @@
 #       query is Ready and its flagged payments are in the output topic.
 #       --workers N: N worker nodes beside the control plane (queries run on the
 #       workers; Kafka, DNS and the operator stay on the control-plane node).
+#       --no-operator: the cluster alone (the image loaded, DNS), for the README's
+#       cluster quick start, which installs Kafka and streamq itself (make quickstart).
 #       Cold (nothing cached): ~40 min here; warm: a few minutes.
 #   hack/kind-up.sh down         delete the cluster (and stop our Docker engine if idle)
 #   hack/kind-up.sh kubeconfig   print the cluster's kubeconfig path
@@ -43,7 +45,8 @@ prepare() {
 }
 
 case "${1:-up}" in
-  up | --no-sample)
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
+  up | --*)  # `up` may be left out: the options alone bring a cluster up
     [[ "${1:-}" == up ]] && shift
     t0=$SECONDS
     "$ROOT/hack/bootstrap.sh"
@@ -59,6 +62,5 @@ case "${1:-up}" in
   down) "$PY" -m testbed.cluster.kind down --name "$NAME" ;;
   kubeconfig) "$PY" -m testbed.cluster.kind kubeconfig --name "$NAME" ;;
   prepare) prepare ;;
-  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
   *) die "unknown command: $1 (up|down|kubeconfig|prepare)" ;;
 esac

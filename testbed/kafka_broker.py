@@ -13,6 +13,9 @@ directory, listening on 127.0.0.1 only, on free ports.
     broker.kill(); broker.restart()  # same ports, same data
     broker.stop()                   # SIGTERM, then SIGKILL; removes the dir
 
+    KafkaBroker(tls=TlsListener(...))  # also an SSL listener (testbed/tls.py makes the PKI):
+    broker.tls_bootstrap               # "127.0.0.1:PORT", mTLS required by default
+
 Also: ``cache_dir()``, ``jars_dir()`` (Spark's Kafka connector jars for
 ``spark.jars``), ``spark_kafka_jars()``, ``kafka_libs_dir()``. It reads the checkout
 (hack/maven's pom, hack/kafka/log4j2.properties): a testbed part, not in the wheel.
@@ -33,6 +36,7 @@ import tempfile
 import time
 import uuid
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -58,6 +62,17 @@ class JarsMissing(RuntimeError):
 
 class BrokerError(RuntimeError):
     """The broker did not start, died, or refused an operation."""
+
+
+@dataclass(frozen=True)
+class TlsListener:
+    """An SSL listener beside the PLAINTEXT one (which the tests' own clients keep using).
+    PEM files: ``keystore`` the broker's key and certificate in one file, ``truststore`` the CA
+    its clients' certificates must come from."""
+
+    keystore: Path
+    truststore: Path
+    client_auth: str = "required"  # ssl.client.auth: required, requested or none
 
 
 # --------------------------------------------------------------------- cache
@@ -210,6 +225,7 @@ class KafkaBroker:
         heap: str = "512m",
         start_timeout: float | None = None,
         extra_properties: dict[str, object] | None = None,
+        tls: TlsListener | None = None,
     ) -> None:
         self.libs_dir = Path(libs_dir) if libs_dir else kafka_libs_dir()
         log4j = self.libs_dir.parent / "config" / "log4j2.properties"
@@ -228,6 +244,10 @@ class KafkaBroker:
         self.heap = heap
         self.start_timeout = float(start_timeout or os.environ.get("STREAMQ_KAFKA_START_TIMEOUT", 90))
         self.extra_properties = dict(extra_properties or {})
+        self.tls = tls
+        self.tls_port = free_port() if tls is not None else None
+        while self.tls_port in (self.port, self.controller_port):
+            self.tls_port = free_port()
         self.cluster_id = new_cluster_id()
         self.process: subprocess.Popen | None = None
         self._formatted = False
@@ -237,6 +257,12 @@ class KafkaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def tls_bootstrap(self) -> str:
+        if self.tls_port is None:
+            raise BrokerError("this broker has no TLS listener (KafkaBroker(tls=...))")
+        return f"127.0.0.1:{self.tls_port}"
 
     @property
     def is_running(self) -> bool:
@@ -290,8 +316,24 @@ class KafkaBroker:
             "num.io.threads": 4,
             "log.flush.interval.messages": 9223372036854775807,
         }
+        if self.tls is not None:
+            props.update(self._tls_properties(self.tls))
         props.update(self.extra_properties)
         return props
+
+    def _tls_properties(self, tls: TlsListener) -> dict[str, object]:
+        listeners = (f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.tls_port},"
+                     f"CONTROLLER://127.0.0.1:{self.controller_port}")  # fmt: skip
+        return {
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+            "listener.name.ssl.ssl.keystore.type": "PEM",
+            "listener.name.ssl.ssl.keystore.location": str(tls.keystore),
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(tls.truststore),
+            "listener.name.ssl.ssl.client.auth": tls.client_auth,
+        }
 
     def _write_properties(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -645,6 +687,7 @@ __all__: Sequence[str] = [
     "WaitTimeout",
     "JarsMissing",
     "KafkaBroker",
+    "TlsListener",
     "cache_dir",
     "free_port",
     "jars_dir",

@@ -22,6 +22,11 @@ def kafka_option(key: str, value: str, at: str = "source") -> dict:
     return changed(BASE, {f"{at}.kafka.options": {key: value}})
 
 
+def pod(which: str = "driver", **fields) -> dict:
+    """A spec whose runtime.<which> (driver or executors) has ``fields`` (placement and metadata)."""
+    return changed(BASE, {f"runtime.{which}": fields})
+
+
 def conf(**keys: str) -> dict:
     """A spec whose runtime.sparkConf holds ``keys`` (dots written as __)."""
     return changed(BASE, {"runtime.sparkConf": {k.replace("__", "."): v for k, v in keys.items()}})
@@ -442,6 +447,10 @@ REFUSED_BY_POLICY = {
         changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "streamq-other-spark-auth"}}}), "team-a",
         "spec.source.kafka.auth.secretRef.name", "policy.allowedSecrets",
     ),
+    "secret: a Kafka CA from a Secret not named for queries": (
+        changed(BASE, {"source.kafka.tls": {"caSecretRef": {"name": "db-admin"}}}), "team-a",
+        "spec.source.kafka.tls.caSecretRef.name", "policy.allowedSecrets",
+    ),
     # Spark settings that load classes or change how SQL is read
     "conf: a catalog plugin class": (
         conf(spark__sql__catalog__evil="com.evil.Catalog"), "team-a",
@@ -558,6 +567,10 @@ REFUSED_BY_POLICY = {
                                       "s3": {"credentials": {"secretRef": {"name": "streamq-reader-token-x7k2p"}}}}}),
         "team-a", "spec.checkpoint.s3.credentials.secretRef.name", "policy.allowedSecrets",
     ),
+    "identity: the driver account's token as a Kafka client certificate": (
+        changed(BASE, {"sink.kafka.tls": {"clientCertificate": {"name": "streamq-driver-token", "keyKey": "token"}}}),
+        "team-a", "spec.sink.kafka.tls.clientCertificate.name", "policy.allowedSecrets",
+    ),
     "identity: a Lease account's token": (
         changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "streamq-payments-lease-token"}}}), "team-a",
         "spec.source.kafka.auth.secretRef.name", "policy.allowedSecrets",
@@ -570,6 +583,61 @@ REFUSED_BY_POLICY = {
     "names: a consumer group prefix that extends the namespace's name": (
         kafka_option("groupIdPrefix", "streamq.team-a-b.q"), "team-a",
         "spec.source.kafka.options.groupIdPrefix", "policy.transactionalNames",
+    ),
+    # pod placement and metadata (app.contract.placement): a label or annotation that makes a pod pass for
+    # another (the operator's and Spark's selectors), nodes and priorities the platform did not hand out
+    "placement: forged query labels": (
+        pod(labels={"streamq.io/query": "payments", "streamq.io/component": "driver"}), "team-a",
+        "spec.runtime.driver.labels.streamq.io/query", "policy.reservedMetadata",
+    ),
+    "placement: the managed-by label": (
+        pod(labels={"app.kubernetes.io/managed-by": "streamq"}), "team-a",
+        "spec.runtime.driver.labels.app.kubernetes.io/managed-by", "policy.reservedMetadata",
+    ),
+    "placement: Spark's executor selector": (
+        pod("executors", labels={"spark-role": "executor"}), "team-a",
+        "spec.runtime.executors.labels.spark-role", "policy.reservedMetadata",
+    ),
+    "placement: a forged spec-hash annotation": (
+        pod(annotations={"streamq.io/spec-hash": "0123456789abcdef"}), "team-a",
+        "spec.runtime.driver.annotations.streamq.io/spec-hash", "policy.reservedMetadata",
+    ),
+    "placement: control-plane toleration": (
+        pod(tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]),
+        "team-a", "spec.runtime.driver.tolerations[0].key", "policy.allowedTolerationKeys",
+    ),
+    "placement: tolerating every taint": (
+        pod("executors", tolerations=[{"operator": "Exists"}]), "team-a",
+        "spec.runtime.executors.tolerations[0].key", "policy.allowedTolerationKeys",
+    ),
+    "placement: staying on a lost node": (
+        pod(tolerations=[{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]),
+        "team-a", "spec.runtime.driver.tolerations[0].key", "policy.operatorTolerations",
+    ),
+    "placement: system-node-critical priority": (
+        pod(priorityClassName="system-node-critical"), "team-a",
+        "spec.runtime.driver.priorityClassName", "policy.allowedPriorityClasses",
+    ),
+    "placement: an unlisted priority class": (
+        pod("executors", priorityClassName="high-priority"), "team-a",
+        "spec.runtime.executors.priorityClassName", "policy.allowedPriorityClasses",
+    ),
+    "placement: nodeSelector of the control plane": (
+        pod(nodeSelector={"node-role.kubernetes.io/control-plane": ""}), "team-a",
+        "spec.runtime.driver.nodeSelector.node-role.kubernetes.io/control-plane", "policy.allowedNodeLabels",
+    ),
+    "placement: node affinity to a GPU pool": (
+        pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "Exists"}]}]}}}), "team-a",
+        "spec.runtime.driver.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].key", "policy.allowedNodeLabels",
+    ),
+    "placement: a label a NetworkPolicy selects": (
+        pod(labels={"role": "db"}), "team-a", "spec.runtime.driver.labels.role", "policy.allowedLabelPrefixes",
+    ),
+    "placement: no mesh sidecar annotation": (
+        pod(annotations={"sidecar.istio.io/inject": "false"}), "team-a",
+        "spec.runtime.driver.annotations.sidecar.istio.io/inject", "policy.allowedAnnotationPrefixes",
     ),
 }
 
@@ -698,8 +766,27 @@ REFUSED_BY_LIMITS = {
         "spec.source.kafka.auth.secretRef.usernameKey", "should match pattern",
         ("source", "kafka", "auth", "secretRef", "usernameKey"), ("pattern", SECRET_KEY_PATTERN),
     ),
+    "secret key: a client key out of its Secret": (
+        changed(BASE, {"sink.kafka.tls": {"clientCertificate": {"name": "streamq-kafka-user", "keyKey": "../../kubernetes.io/serviceaccount/token"}}}),
+        "spec.sink.kafka.tls.clientCertificate.keyKey", "should match pattern",
+        ("sink", "kafka", "tls", "clientCertificate", "keyKey"), ("pattern", SECRET_KEY_PATTERN),
+    ),
+    "secret key: a CA key naming the directory above": (
+        changed(BASE, {"source.kafka.tls": {"caSecretRef": {"name": "streamq-kafka-ca", "key": ".."}}}),
+        "spec.source.kafka.tls.caSecretRef.key", "should match pattern",
+        ("source", "kafka", "tls", "caSecretRef", "key"), ("pattern", SECRET_KEY_PATTERN),
+    ),
     "a huge Kafka option value": (
         kafka_option("kafka.client.id", _long(5_000)),
         "spec.source.kafka.options.kafka.client.id", "at most 4096 characters", ("source", "kafka", "options", "{}"), ("maxLength", 4_096),
+    ),
+    "100 labels on the driver pod": (
+        pod(labels={f"team.example.com/l{i}": "x" for i in range(100)}),
+        "spec.runtime.driver.labels", "at most 32 items", ("runtime", "driver", "labels"), ("maxProperties", 32),
+    ),
+    "a label value past Kubernetes' 63 characters": (
+        pod("executors", instances=1, labels={"team.example.com/owner": _long(64)}),
+        "spec.runtime.executors.labels.team.example.com/owner", "at most 63 characters",
+        ("runtime", "executors", "labels", "{}"), ("maxLength", 63),
     ),
 }

@@ -10,9 +10,12 @@ A query runs one driver pod with its executors, and for some queries a second dr
     the pod backend's      (controller.decide.upgrade); blueGreen's green driver is one
     default)
 
-A standby starts its executors with its SparkSession, so a standby query runs two sets of
-executors. So every driver that can run at once counts with its executors:
-``drivers x (driver + executors)``, and a quota sized from the caps lets both through.
+A driver waiting on the Lease starts no executors (app.driver.executors): in steady state a
+standby query runs one set. It asks for them the moment it takes over, while the set of the
+driver it replaces is still going (Spark deletes it as that driver stops, Kubernetes with that
+driver's pod), and a ResourceQuota counts a pod until it is gone: for those seconds both sets
+hold what they requested. So every driver that can run at once counts with its executors:
+``drivers x (driver + executors)``, and a quota sized from the caps lets a takeover through.
 Warm upgrades are only for queries without executors (QuerySpec.warm_upgrades), so there it is
 two drivers' worth.
 """

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from kubernetes.utils import parse_quantity
 from pydantic import Field, StringConstraints, field_validator
 
-from app.contract import capacity, exactly_once, hosts, kafka_settings, locations, sql
+from app.contract import capacity, exactly_once, hosts, kafka_settings, locations, patterns, placement, sql
 from app.contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
@@ -223,6 +223,32 @@ class Policy(Model):
         "without checkpoint.s3.credentials; gs://, abfs://, hdfs://... have none): with the node's or the pod's "
         "identity (instance profile, IRSA, workload identity), i.e. with the platform's rights, not the namespace's.",
     )
+    # Pod placement and metadata of drivers and executors (app.contract.placement).
+    allowed_priority_classes: tuple[str, ...] = _none_by_default(
+        "PriorityClasses a query may name in runtime.driver.priorityClassName and "
+        "runtime.executors.priorityClassName; system-* classes only by their full name. Empty: none (the "
+        "cluster's default class).",
+    )
+    allowed_toleration_keys: tuple[str, ...] = _none_by_default(
+        "Taint keys a query's pods may tolerate (runtime.driver/executors.tolerations); '*' also allows a "
+        "toleration without a key, which tolerates every taint. Empty: none.",
+    )
+    allowed_node_labels: tuple[str, ...] = Field(
+        default=placement.WELL_KNOWN_NODE_LABELS,
+        description="Node label keys a query may select nodes by (runtime.driver/executors.nodeSelector and "
+        "nodeAffinity). Default: what a node is and where (OS, architecture, instance type, zone, region).",
+    )
+    allowed_label_prefixes: tuple[str, ...] = _none_by_default(
+        "Label keys a query may put on its pods (runtime.driver/executors.labels), e.g. team.example.com/*, "
+        "cost-center. Keys of kubernetes.io and k8s.io only through a prefix naming the domain; never the "
+        "operator's streamq.io/..., the selector labels app.kubernetes.io/name, instance, component, managed-by "
+        "or Spark's spark-*. Empty: none.",
+    )
+    allowed_annotation_prefixes: tuple[str, ...] = _none_by_default(
+        "Annotation keys a query may put on its pods (runtime.driver/executors.annotations), e.g. "
+        "prometheus.io/*, team.example.com/*. Keys of kubernetes.io and k8s.io only through a prefix naming the "
+        "domain; never the operator's streamq.io/.... Empty: none.",
+    )
 
 
 @dataclass(frozen=True)
@@ -235,13 +261,8 @@ class OperatorFacts:
     operator_namespace: str | None = None  # None: unknown, the operator's account is refused everywhere
 
 
-def matches(value: str, patterns: Iterable[str]) -> bool:
-    """Exact names, or prefixes written with a trailing ``*``."""
-    return any(value.startswith(p[:-1]) if p.endswith("*") else value == p for p in patterns)
-
-
-def _listed(patterns: Iterable[str]) -> str:
-    return ", ".join(patterns) or "none"
+matches = patterns.matches
+_listed = patterns.listed
 
 
 # --- images, accounts, secrets ----------------------------------------------------------
@@ -303,6 +324,10 @@ def secret_refs(spec: QuerySpec) -> Iterator[tuple[str, str]]:
         auth = getattr(endpoint, "auth", None)
         if auth is not None:
             yield f"{at}.auth.secretRef.name", auth.secret_ref.name
+        tls = getattr(endpoint, "tls", None)
+        if tls is not None:
+            for path, name in tls.secret_refs():
+                yield f"{at}.tls{path}", name
     s3 = getattr(spec.checkpoint, "s3", None)
     if s3 is not None and s3.credentials is not None:
         yield ".checkpoint.s3.credentials.secretRef.name", s3.credentials.secret_ref.name
@@ -868,6 +893,13 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.transactionalNames", _transactional_names),
     PolicyRule("policy.allowSparkUI", _spark_ui),
     PolicyRule("policy.allowStandby", _standby),
+    PolicyRule("policy.allowedPriorityClasses", placement.priority_classes),
+    PolicyRule("policy.operatorTolerations", placement.operator_tolerations),
+    PolicyRule("policy.allowedTolerationKeys", placement.toleration_keys),
+    PolicyRule("policy.allowedNodeLabels", placement.node_labels),
+    PolicyRule("policy.reservedMetadata", placement.reserved_metadata),
+    PolicyRule("policy.allowedLabelPrefixes", placement.labels),
+    PolicyRule("policy.allowedAnnotationPrefixes", placement.annotations),
     PolicyRule("policy.allowedVolumes", _volumes),
     PolicyRule("policy.allowedClaims", _claims),
     PolicyRule("policy.hostPathPrefixes", _host_path),

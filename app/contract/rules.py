@@ -220,6 +220,15 @@ def _kafka(spec: QuerySpec) -> Found:
         yield from _option_rules(sink.options, ".sink.kafka.options", OWNED_SINK_OPTIONS, KNOWN_SINK_OPTIONS)
 
 
+def _kafka_tls(spec: QuerySpec) -> Found:
+    """SASL_PLAINTEXT says "no TLS": with tls set, one of the two is a mistake the client would not report."""
+    for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
+        if endpoint is not None and endpoint.tls is not None and endpoint.auth is not None:
+            if endpoint.auth.security_protocol is not model.SecurityProtocol.SASL_SSL:
+                yield (f"{at}.auth.securityProtocol", f"{endpoint.auth.security_protocol} sends the SASL credentials "
+                       f"without TLS, yet {at[1:]}.tls is set: use SASL_SSL (SASL over TLS with tls's CA)")
+
+
 def _transforms(spec: QuerySpec) -> Found:
     """A step is a query over ``input`` (sql) or an expression over the row, nothing more:
     no statement, script, file or table besides ``input`` (``app.contract.sql``)."""
@@ -348,6 +357,7 @@ RULES: tuple[Rule, ...] = (
         Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),
     )),
     Rule("kafka-options", _kafka),
+    Rule("kafka-tls-protocol", _kafka_tls),
     Rule("transforms", _transforms),
     *(Rule(name, check, tuple(Cel(rule, message, field_path=path) for rule, message, path in cel))
       for name, check, cel in exactly_once.checks()),

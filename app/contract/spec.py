@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from kubernetes.utils import parse_duration
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from kubernetes.utils import parse_duration, parse_quantity
 from pydantic.alias_generators import to_camel
 
 from app.contract.modes import Mode, OutputMode
@@ -131,9 +131,67 @@ class KafkaAuth(Model):
     mechanism: SaslMechanism = Field(default=SaslMechanism.PLAIN, description="The SASL mechanism.")
     security_protocol: SecurityProtocol = Field(
         default=SecurityProtocol.SASL_PLAINTEXT,
-        description="SASL_PLAINTEXT: SASL without TLS; SASL_SSL: SASL over TLS to the brokers.",
+        description="SASL_PLAINTEXT: SASL without TLS; SASL_SSL: SASL over TLS to the brokers (the one allowed "
+        "beside tls, which then gives the CA). TLS without SASL (SSL): tls alone, no auth.",
     )
     secret_ref: SecretKeyRef
+
+
+class CaSecretRef(Model):
+    """The Secret with the brokers' CA certificate (PEM), in the query's namespace: mounted as a file into the
+    driver and executor pods, never copied into the spec, Spark's settings or logs."""
+
+    name: K8sName = Field(description=f"Name of the Secret; {SECRET_POLICY}.")
+    key: SecretKey = Field(
+        default="ca.crt",
+        description="Key of the Secret that holds the CA certificate(s), PEM (Strimzi's <cluster>-cluster-ca-cert "
+        "and cert-manager use ca.crt).",
+    )
+
+
+class ClientCertificateRef(Model):
+    """The Secret with the query's client certificate and its private key (PEM, the key unencrypted PKCS#8),
+    for brokers that require mutual TLS; mounted as files like the CA."""
+
+    name: K8sName = Field(description=f"Name of the Secret; {SECRET_POLICY}.")
+    certificate_key: SecretKey = Field(
+        default="tls.crt",
+        description="Key of the Secret that holds the client certificate chain, PEM (a Strimzi KafkaUser's: "
+        "user.crt).",
+    )
+    key_key: SecretKey = Field(
+        default="tls.key",
+        description="Key of the Secret that holds the certificate's private key, PEM PKCS#8 unencrypted "
+        "(-----BEGIN PRIVATE KEY-----; a Strimzi KafkaUser's: user.key).",
+    )
+
+
+class KafkaTls(Model):
+    """TLS to the brokers. Alone: security protocol SSL (mutual TLS with clientCertificate); with auth: SASL over
+    TLS (auth.securityProtocol SASL_SSL). Unset fields fall back to the clients' defaults: the JVM's and the
+    system's public CAs, no client certificate."""
+
+    ca_secret_ref: CaSecretRef | None = Field(
+        default=None, description="The brokers' CA (a private CA, e.g. Strimzi's cluster CA); unset: public CAs."
+    )
+    client_certificate: ClientCertificateRef | None = Field(
+        default=None, description="The client certificate and key for mutual TLS; unset: none is presented."
+    )
+
+    def secret_refs(self) -> tuple[tuple[str, str], ...]:
+        """(path below tls, Secret name) of the Secrets it mounts."""
+        found = []
+        if self.ca_secret_ref is not None:
+            found.append((".caSecretRef.name", self.ca_secret_ref.name))
+        if self.client_certificate is not None:
+            found.append((".clientCertificate.name", self.client_certificate.name))
+        return tuple(found)
+
+
+TLS_DESCRIPTION = (
+    "TLS to the brokers, with a private CA and a client certificate from Secrets (mutual TLS). "
+    "Unset: no TLS unless auth.securityProtocol is SASL_SSL (then with public CAs)."
+)
 
 
 # --- source ------------------------------------------------------------------
@@ -174,6 +232,7 @@ class KafkaSource(Model):
         "are allowed is the platform's policy (allowedKafkaOptions).",
     )  # fmt: skip
     auth: KafkaAuth | None = None
+    tls: KafkaTls | None = Field(default=None, description=TLS_DESCRIPTION)
 
 
 class RateSource(Model):
@@ -269,6 +328,7 @@ class KafkaSink(Model):
         "fields; which kafka. settings are allowed is the platform's policy (allowedKafkaOptions).",
     )  # fmt: skip
     auth: KafkaAuth | None = None
+    tls: KafkaTls | None = Field(default=None, description=TLS_DESCRIPTION)
     # None, not atLeastOnce, when unset: the spec hash of a driver started before this field stays the same.
     delivery: Delivery | None = Field(
         default=None,
@@ -480,10 +540,246 @@ QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
 Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN, max_length=32)]
 
 
+# What a driver waiting on the Lease requests: its JVM idles once warm (a few millicores); its warm-up
+# runs on CPU nobody else uses (no CPU limit). 50m: a standby adds a fifth to a 250m driver's request.
+WAITING_CORE_REQUEST = "50m"
 CORE_REQUEST_DESCRIPTION = (
     "CPU the pod requests from the scheduler, a quantity such as 500m; unset: `cores`. "
     "Lower it to pack pods onto small nodes; Spark still runs `cores` tasks at once."
 )
+
+
+# --- pod placement and metadata -----------------------------------------------------
+# Kubernetes' own shapes (a subset: no namespaces or namespaceSelector in pod affinity terms,
+# so a query's affinity only ever counts pods of its own namespace; no matchFields), checked
+# here as the API server would, so a spec it would refuse never reaches a pod. Which keys,
+# taints and priority classes a query may use is the platform's policy (app.contract.placement).
+
+# A label or annotation key, node label key, taint key: [prefix/]name (a qualified name).
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+QualifiedName = Annotated[str, StringConstraints(pattern=QUALIFIED_NAME_PATTERN, max_length=317)]
+
+
+def _qualified_name(key: str) -> str:
+    if not re.match(QUALIFIED_NAME_PATTERN, key) or len(key.partition("/")[0]) > 253:
+        raise ValueError(f"{key!r} is not a Kubernetes label key: [prefix/]name, prefix a DNS subdomain, name up to "
+                         "63 letters, digits, '-', '_' or '.'")  # fmt: skip
+    return key
+
+
+# The same as a map's key: checked by the model, not by a pattern (a structural schema, so the CRD,
+# has no patterns for keys; the values' patterns are in it).
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=317), AfterValidator(_qualified_name)]
+LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
+LabelValue = Annotated[str, StringConstraints(pattern=LABEL_VALUE_PATTERN, max_length=63)]
+MAX_METADATA = 32  # entries of a nodeSelector, labels or annotations map
+MAX_TOLERATIONS = 16
+MAX_TERMS = 8  # affinity terms of one kind, expressions of one term
+MAX_VALUES = 64  # values of one expression
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Toleration(Model):
+    """A taint the pod tolerates (Kubernetes' toleration); the platform's policy lists the keys (allowedTolerationKeys)."""
+
+    key: QualifiedName | None = Field(default=None, description="The taint's key. Unset (with Exists): every taint.")
+    operator: TolerationOperator = Field(
+        default=TolerationOperator.EQUAL, description="Equal: the taint's value is `value`. Exists: any value."
+    )
+    value: LabelValue | None = Field(default=None, description="The taint's value, with operator Equal.")
+    effect: TaintEffect | None = Field(default=None, description="The taint effect tolerated. Unset: every effect.")
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, le=86_400 * 365,
+        description="With effect NoExecute: how long the pod stays on a node that gets the taint. Unset: for ever.",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _as_kubernetes_reads_it(self):
+        if self.key is None and self.operator is not TolerationOperator.EXISTS:
+            raise ValueError("a toleration without a key needs operator Exists")
+        if self.operator is TolerationOperator.EXISTS and self.value:
+            raise ValueError("a toleration with operator Exists takes no value")
+        if self.toleration_seconds is not None and self.effect is not TaintEffect.NO_EXECUTE:
+            raise ValueError("tolerationSeconds needs effect NoExecute")
+        return self
+
+
+class SelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"  # node selectors only
+    LT = "Lt"
+
+
+def _values_fit(operator: SelectorOperator, values: list[str]) -> None:
+    if operator in (SelectorOperator.IN, SelectorOperator.NOT_IN) and not values:
+        raise ValueError(f"operator {operator} needs values")
+    if operator in (SelectorOperator.EXISTS, SelectorOperator.DOES_NOT_EXIST) and values:
+        raise ValueError(f"operator {operator} takes no values")
+    if operator in (SelectorOperator.GT, SelectorOperator.LT) and (len(values) != 1 or not values[0].isdigit()):
+        raise ValueError(f"operator {operator} takes one integer value")
+
+
+class NodeSelectorRequirement(Model):
+    """A node label's key, an operator and values; the policy lists the keys (allowedNodeLabels)."""
+
+    key: QualifiedName = Field(description="The node label's key.")
+    operator: SelectorOperator = Field(description="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
+    values: list[LabelValue] = Field(
+        default_factory=list, max_length=MAX_VALUES, description="The values: none for Exists and DoesNotExist, one for Gt and Lt."
+    )
+
+    @model_validator(mode="after")
+    def _values(self):
+        _values_fit(self.operator, self.values)
+        return self
+
+
+class NodeSelectorTerm(Model):
+    """Nodes whose labels meet every expression."""
+
+    match_expressions: list[NodeSelectorRequirement] = Field(
+        min_length=1, max_length=MAX_TERMS, description="Expressions over the node's labels, all of which must hold."
+    )
+
+
+class RequiredNodes(Model):
+    """Nodes the pod may run on: those that match any of the terms."""
+
+    node_selector_terms: list[NodeSelectorTerm] = Field(
+        min_length=1, max_length=MAX_TERMS, description="Terms, any of which a node must match."
+    )
+
+
+class PreferredNodes(Model):
+    """Nodes the scheduler prefers, by weight."""
+
+    weight: int = Field(ge=1, le=100, description="1 to 100: added to a node's score when it matches.")
+    preference: NodeSelectorTerm = Field(description="The nodes preferred.")
+
+
+class NodeAffinity(Model):
+    """Which nodes the pod runs on, by their labels (Kubernetes' nodeAffinity)."""
+
+    required_during_scheduling_ignored_during_execution: RequiredNodes | None = Field(
+        default=None, description="Nodes the pod may only run on."
+    )
+    preferred_during_scheduling_ignored_during_execution: list[PreferredNodes] | None = Field(
+        default=None, max_length=MAX_TERMS, description="Nodes the scheduler prefers."
+    )
+
+
+class LabelSelectorRequirement(Model):
+    """A pod label's key, an operator and values."""
+
+    key: QualifiedName = Field(description="The pod label's key.")
+    operator: SelectorOperator = Field(description="In, NotIn, Exists or DoesNotExist.")
+    values: list[LabelValue] = Field(
+        default_factory=list, max_length=MAX_VALUES, description="The values: none for Exists and DoesNotExist."
+    )
+
+    @model_validator(mode="after")
+    def _values(self):
+        if self.operator in (SelectorOperator.GT, SelectorOperator.LT):
+            raise ValueError(f"operator {self.operator} is for node selectors only")
+        _values_fit(self.operator, self.values)
+        return self
+
+
+class LabelSelector(Model):
+    """Pods of the query's namespace, by their labels."""
+
+    match_labels: dict[MetadataKey, LabelValue] | None = Field(
+        default=None, max_length=MAX_METADATA, description="Labels the pods carry, all of them."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, max_length=MAX_TERMS, description="Expressions over the pods' labels, all of which must hold."
+    )
+
+
+class PodAffinityTerm(Model):
+    """Pods of the query's own namespace (no other: a term never reaches another tenant's pods), and the
+    topology (a node label such as kubernetes.io/hostname) the pod shares or avoids with them."""
+
+    label_selector: LabelSelector = Field(description="The pods, in the query's namespace.")
+    topology_key: QualifiedName = Field(description="A node label: nodes with the same value are one domain.")
+
+
+class WeightedPodAffinityTerm(Model):
+    """A preferred pod affinity term, by weight."""
+
+    weight: int = Field(ge=1, le=100, description="1 to 100: added to a node's score when the term holds.")
+    pod_affinity_term: PodAffinityTerm = Field(description="The term.")
+
+
+class PodAffinity(Model):
+    """Pods of the query's namespace to run near (podAffinity) or away from (podAntiAffinity)."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = Field(
+        default=None, max_length=MAX_TERMS, description="Terms that must hold."
+    )
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = Field(
+        default=None, max_length=MAX_TERMS, description="Terms the scheduler prefers."
+    )
+
+
+class Affinity(Model):
+    """Kubernetes' affinity, without namespaces: pod terms count the query's own namespace's pods only.
+    The operator adds its own preferred anti-affinity between a standby query's two drivers."""
+
+    node_affinity: NodeAffinity | None = Field(default=None, description="Which nodes, by their labels.")
+    pod_affinity: PodAffinity | None = Field(default=None, description="Near which pods of the namespace.")
+    pod_anti_affinity: PodAffinity | None = Field(default=None, description="Away from which pods of the namespace.")
+
+
+# One description per field, said of the driver pod or of every executor pod.
+def _node_selector(pods: str) -> Any:
+    return Field(default=None, max_length=MAX_METADATA,
+                 description=f"Node labels {pods} must run on (nodeSelector); the keys the platform's policy "
+                 "lists (allowedNodeLabels).")  # fmt: skip
+
+
+def _tolerations(pods: str) -> Any:
+    return Field(default=None, max_length=MAX_TOLERATIONS,
+                 description=f"Taints {pods} tolerate, besides the operator's own (node not-ready or unreachable: "
+                 "restartPolicy.nodeLostAfter); the keys the platform's policy lists (allowedTolerationKeys).")  # fmt: skip
+
+
+def _affinity(pods: str) -> Any:
+    return Field(default=None, description=f"Node and pod affinity of {pods}; node label keys as the platform's "
+                 "policy lists them (allowedNodeLabels).")  # fmt: skip
+
+
+def _priority_class(pods: str) -> Any:
+    return Field(default=None, description=f"PriorityClass of {pods}; one the platform's policy lists "
+                 "(allowedPriorityClasses). Unset: the cluster's default.")  # fmt: skip
+
+
+def _labels(pods: str) -> Any:
+    return Field(default=None, max_length=MAX_METADATA,
+                 description=f"Labels added to {pods}: keys below the platform's allowedLabelPrefixes, never the "
+                 "operator's (streamq.io/...), the selector labels app.kubernetes.io/... or Spark's spark-....")  # fmt: skip
+
+
+def _annotations(pods: str) -> Any:
+    return Field(default=None, max_length=MAX_METADATA,
+                 description=f"Annotations added to {pods}: keys below the platform's allowedAnnotationPrefixes, "
+                 "never the operator's (streamq.io/...).")  # fmt: skip
 
 
 class DriverResources(Model):
@@ -495,15 +791,35 @@ class DriverResources(Model):
         "(no CPU limit). Task slots without executors come from parallelism.",
     )  # fmt: skip
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
+    waiting_core_request: Quantity = Field(
+        default=WAITING_CORE_REQUEST,
+        description="CPU a driver requests while it waits on the query's Lease (a standby, a warm upgrade's new "
+        "driver), at most coreRequest: waiting needs little, and with no CPU limit it warms up on idle CPU. "
+        "Once it runs the query the operator resizes it in place to coreRequest (Kubernetes 1.33+; "
+        "docs/operations.md#warm-drivers-that-cost-little).",
+    )  # fmt: skip
     memory: Quantity = Field(
         default="1Gi",
         description="Memory of the driver, a quantity such as 2Gi. Backend pod: the pod's request and limit, "
         "of which the JVM heap gets 60% (at least 256Mi), the rest Python and off-heap memory.",
     )
+    node_selector: dict[MetadataKey, LabelValue] | None = _node_selector("the driver pod")
+    tolerations: list[Toleration] | None = _tolerations("the driver pod")
+    affinity: Affinity | None = _affinity("the driver pod")
+    priority_class_name: K8sName | None = _priority_class("the driver pod")
+    labels: dict[MetadataKey, LabelValue] | None = _labels("the driver pod")
+    annotations: dict[MetadataKey, Value] | None = _annotations("the driver pod")
 
     @property
     def cpu_request(self) -> str:
         return self.core_request or str(self.cores)
+
+    @property
+    def waiting_cpu_request(self) -> str:
+        """What a driver waiting on the Lease requests: waitingCoreRequest, never more than it runs with."""
+        if parse_quantity(self.waiting_core_request) >= parse_quantity(self.cpu_request):
+            return self.cpu_request
+        return self.waiting_core_request
 
 
 class ExecutorResources(Model):
@@ -526,6 +842,12 @@ class ExecutorResources(Model):
         description="Memory of each executor's JVM (spark.executor.memory), a quantity such as 2Gi; its pod gets "
         "10% more for overhead, at least 384Mi more.",
     )
+    node_selector: dict[MetadataKey, LabelValue] | None = _node_selector("executor pods")
+    tolerations: list[Toleration] | None = _tolerations("executor pods")
+    affinity: Affinity | None = _affinity("executor pods")
+    priority_class_name: K8sName | None = _priority_class("executor pods")
+    labels: dict[MetadataKey, LabelValue] | None = _labels("executor pods")
+    annotations: dict[MetadataKey, Value] | None = _annotations("executor pods")
 
 
 class Runtime(Model):

@@ -21,6 +21,7 @@ from app.contract.failpoints import Failpoint
 from app.pipeline.failures import classify, one_line
 from app.driver.restarts import InPlaceRestarts
 from app.driver.lease_holder import DriverLease
+from app.driver import executors
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.ready import mark_ready
 from app.driver.warmup import running_tasks, warm_up
@@ -31,7 +32,7 @@ from app.console.lines import committed_summary, progress_line
 from app.console.terminal import Terminal
 from app.pipeline.plan import build_dataframe, build_writer
 from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
-from app.pipeline.session import get_session, quiet_for_stop
+from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
 from app.monitoring.watchdog import Watch, Watchdog
 from app.contract.progress import Recovered
 from app.contract.resume import ResumeFrom
@@ -187,13 +188,16 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
         return finish(ExitCode.CHECKPOINT_UNWRITABLE, cannot_write, options)
     stop = StopRequest()
     stop.install()
-    lease, spark = DriverLease.from_env(), None
+    lease, spark, held = DriverLease.from_env(), None, 0
     if lease is not None:
-        # The standby's head start: the JVM and SparkSession (most of a restart) before the wait.
-        spark = get_session(spec, doc.name, slots)
+        # The standby's head start: the JVM and SparkSession (most of a restart) before the wait;
+        # its executors only once it holds the Lease (app.driver.executors).
+        held = held_back(spark_conf(spec, slots))
+        spark = get_session(spec, doc.name, slots, waiting=True)
         stop.install()
         if not lease.could_take():  # a standby (the Lease is held): its head start, until the Lease frees
-            log.info("standby: %s", warm_up(spark, spec, doc.name, lambda: stop.event.is_set() or lease.could_take()).describe())
+            warm = warm_up(spark, spec, doc.name, lambda: stop.event.is_set() or lease.could_take(), tasks_run=not held)
+            log.info("standby: %s", warm.describe())
             mark_ready("warm, waiting on the lease")  # a warm upgrade stops the running driver now
         waiting = lambda record, left: log.info("standing by: lease %s is held by %s (expires in %.0fs unless renewed)",  # noqa: E731
                                                 lease.name, record.holder, left)  # fmt: skip
@@ -226,7 +230,7 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
               restarts=InPlaceRestarts(limit=spec.restart_policy.in_place_restarts),
               fence=lease.lost if lease is not None else None)  # fmt: skip
     try:
-        return _run_query(job, plan, terminal, spark, lease)
+        return _run_query(job, plan, terminal, spark, lease, held)
     finally:
         _release(lease)  # the query is stopped: the standby may take over at once
         if terminal is not None:
@@ -238,7 +242,8 @@ def _release(lease: DriverLease | None) -> None:
         lease.release()
 
 
-def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None, lease: DriverLease | None = None) -> ExitCode:
+def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None, lease: DriverLease | None = None,
+               held_executors: int = 0) -> ExitCode:  # fmt: skip
     spec, options, stop = job.spec, job.options, job.stop
     if terminal is not None and 2 in terminal.fds:  # the job's log lines wait for the console's blocks too
         for handler in logging.getLogger().handlers:
@@ -253,6 +258,8 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
             job = replace(job, spec=fenced(job.spec))
         lease.keep(on_lost=lambda reason: writes and writes.shut(), code=ExitCode.LEASE_LOST,  # the watch loop acts on job.fence
                    on_renewed=writes.extend_to if writes is not None else None)  # fmt: skip
+        if held_executors:  # renewed meanwhile: the Lease stays this driver's while they start
+            executors.start(spark, held_executors, stop.event, job.fence)
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(job.rates, job.wake))
     failpoints.arm_signalled_failure()

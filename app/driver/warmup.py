@@ -15,6 +15,10 @@ on the real source from its latest offsets, into Spark's ``noop`` sink with a th
 checkpoint, lets its tasks run for a few seconds and stops it. The real checkpoint and the
 real sink are never touched, so this cannot write twice; it reads the source like any
 consumer that commits nothing (Spark's Kafka source assigns partitions, no group).
+
+A driver with executors has none while it waits (app.driver.executors): its warm-up ends once the
+query's first job is submitted (planned, the source's offsets read, the driver's code generated);
+its tasks, and what they compile, wait for the takeover.
 """
 
 from __future__ import annotations
@@ -46,15 +50,23 @@ class WarmUp:
     tasks_ran_s: float = 0.0
     interrupted: bool = False  # stop_requested() said so
     error: str | None = None
+    submitted: bool = False  # without executors: the first job was submitted, its tasks wait for them
 
     def describe(self) -> str:
         if self.error:
             return f"warming up the query failed after {self.seconds:.1f}s ({self.error}); it will start cold"
         if self.interrupted:
             return f"warm-up ended after {self.seconds:.1f}s: the Lease is free or a stop was asked"
+        if self.submitted:
+            return (f"query warmed up in {self.seconds:.1f}s (planned, its first job submitted; its tasks run "
+                    "once this driver holds the Lease and its executors)")  # fmt: skip
         if not self.tasks_ran_s:
             return f"warming up the query gave up after {self.seconds:.1f}s, before its tasks ran"
         return f"query warmed up in {self.seconds:.1f}s (its tasks ran {self.tasks_ran_s:.1f}s into the noop sink)"
+
+
+def active_jobs(spark) -> int:
+    return len(spark.sparkContext.statusTracker().getActiveJobsIds())
 
 
 def running_tasks(spark) -> int:
@@ -94,9 +106,11 @@ def _stop(spark, query) -> None:
         time.sleep(0.05)
 
 
-def warm_up(spark, spec: QuerySpec, name: str, stop_requested: Callable[[], bool] = lambda: False) -> WarmUp:
+def warm_up(spark, spec: QuerySpec, name: str, stop_requested: Callable[[], bool] = lambda: False,
+            tasks_run: bool = True) -> WarmUp:  # fmt: skip
     """``stop_requested``: asked every STOP_CHECK_S; true ends the warm-up at once (a signal, or the
-    Lease came free: the driver it stands by for died meanwhile)."""
+    Lease came free: the driver it stands by for died meanwhile). ``tasks_run``: False for a driver
+    without its executors yet, whose warm-up ends once the first job is submitted."""
     started = time.monotonic()
     folder = tempfile.mkdtemp(prefix="streamq-warm-up-")
     query = None
@@ -111,6 +125,9 @@ def warm_up(spark, spec: QuerySpec, name: str, stop_requested: Callable[[], bool
                 if stop_requested():
                     result.interrupted = True
                     break
+            if not tasks_run and active_jobs(spark):
+                result.submitted = True
+                break
             if ran_since is None and running_tasks(spark):
                 ran_since = now
             if (ran_since is not None and now - ran_since >= RUN_TASKS_FOR_S) or now - started >= GIVE_UP_AFTER_S:

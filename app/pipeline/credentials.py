@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from app.contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
-from app.contract.spec import KafkaAuth, S3Checkpoint, SaslMechanism
+from app.contract.spec import KafkaAuth, KafkaTls, S3Checkpoint, SaslMechanism
 from app.contract.problems import Problem, SpecError
 
 _LOGIN_MODULES = {
@@ -66,6 +66,73 @@ def librdkafka_auth_config(auth: KafkaAuth | None, at: str) -> dict[str, str]:
         "sasl.username": username,
         "sasl.password": password,
     }
+
+
+# --- TLS: a CA and a client certificate from Secrets, as files ----------------------
+
+# Kafka's JVM clients read a PEM keystore from one file holding key and certificate, and a Secret
+# holds them under two keys. So the JVM clients (driver and executors) read the two mounted files
+# through Kafka's DirectoryConfigProvider: the options carry paths, the key is read by the client in
+# its own pod, and no value passes through Spark's settings, plans or logs.
+CONFIG_PROVIDER = "streamqsecrets"
+DIRECTORY_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
+
+
+def _secret_file(name: str, key: str, at: str) -> Path:
+    """The mounted file of a Secret's key, checked readable (never read here)."""
+    path = secrets_dir() / name / key
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise SpecError([Problem(at, f"secret file {path} is missing or unreadable")])
+    return path
+
+
+def tls_files(tls: KafkaTls | None, at: str) -> tuple[Path | None, Path | None, Path | None]:
+    """(CA, client certificate, client key) files; None for what ``tls`` leaves unset."""
+    if tls is None:
+        return None, None, None
+    ca = cert = key = None
+    if (ref := tls.ca_secret_ref) is not None:
+        ca = _secret_file(ref.name, ref.key, f"{at}.caSecretRef.key")
+    if (client := tls.client_certificate) is not None:
+        cert = _secret_file(client.name, client.certificate_key, f"{at}.clientCertificate.certificateKey")
+        key = _secret_file(client.name, client.key_key, f"{at}.clientCertificate.keyKey")
+    return ca, cert, key
+
+
+def kafka_tls_options(tls: KafkaTls | None, auth: KafkaAuth | None, at: str) -> dict[str, str]:
+    """Options for Spark's Kafka source and sink (JVM client); with ``auth`` the protocol is
+    auth's (SASL_SSL: the rules refuse SASL_PLAINTEXT with tls), without it SSL."""
+    if tls is None:
+        return {}
+    ca, cert, key = tls_files(tls, at)
+    options = {} if auth is not None else {"kafka.security.protocol": "SSL"}
+    if ca is not None:
+        options.update({"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": str(ca)})
+    if cert is not None and key is not None:
+        provider = f"kafka.config.providers.{CONFIG_PROVIDER}"
+        options.update({
+            "kafka.config.providers": CONFIG_PROVIDER,
+            f"{provider}.class": DIRECTORY_PROVIDER,
+            # the provider reads that folder only (Kafka 3.8+); tenants' ${...} values are refused anyway
+            f"{provider}.param.allowed.paths": str(key.parent),
+            "kafka.ssl.keystore.type": "PEM",
+            "kafka.ssl.keystore.certificate.chain": f"${{{CONFIG_PROVIDER}:{cert.parent}:{cert.name}}}",
+            "kafka.ssl.keystore.key": f"${{{CONFIG_PROVIDER}:{key.parent}:{key.name}}}",
+        })  # fmt: skip
+    return options
+
+
+def librdkafka_tls_config(tls: KafkaTls | None, auth: KafkaAuth | None, at: str) -> dict[str, str]:
+    """The same files for the job's own clients (confluent-kafka: checks, exactly-once writers)."""
+    if tls is None:
+        return {}
+    ca, cert, key = tls_files(tls, at)
+    config = {} if auth is not None else {"security.protocol": "SSL"}
+    if ca is not None:
+        config["ssl.ca.location"] = str(ca)
+    if cert is not None and key is not None:
+        config.update({"ssl.certificate.location": str(cert), "ssl.key.location": str(key)})
+    return config
 
 
 # --- s3a:// checkpoints -------------------------------------------------------------

@@ -44,7 +44,7 @@ from app.contract.exactly_once import (
 )
 from app.contract.failpoints import Failpoint
 from app.contract.spec import Delivery, QuerySpec, duration_ms
-from app.pipeline.credentials import librdkafka_auth_config
+from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
 
 log = logging.getLogger("streamq.exactly_once")
 DEFAULT_NAMESPACE = "default"  # a job run outside Kubernetes (streamq dev, tests)
@@ -60,7 +60,8 @@ def namespace_of(namespace: str | None) -> str:
 def connection_config(spec: QuerySpec) -> dict[str, str]:
     """How every client of the sink reaches the brokers, credentials included: never log it."""
     kafka = spec.sink.kafka
-    return {"bootstrap.servers": kafka.bootstrap_servers, **librdkafka_auth_config(kafka.auth, "spec.sink.kafka.auth")}
+    return {"bootstrap.servers": kafka.bootstrap_servers, **librdkafka_auth_config(kafka.auth, "spec.sink.kafka.auth"),
+            **librdkafka_tls_config(kafka.tls, kafka.auth, "spec.sink.kafka.tls")}  # fmt: skip
 
 
 def producer_settings(spec: QuerySpec) -> dict[str, str]:

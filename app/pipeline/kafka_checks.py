@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from app.contract.checkpoint import KafkaOffsets
 from app.contract import ExitCode
-from app.pipeline.credentials import librdkafka_auth_config
+from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
 from app.contract.spec import QuerySpec
 
 
@@ -31,10 +31,11 @@ class PreflightError(Exception):
 
 def endpoints(spec: QuerySpec) -> list[KafkaEndpoint]:
     found = []
-    if (src := spec.source.kafka) is not None:
-        found.append(KafkaEndpoint("source", src.bootstrap_servers, librdkafka_auth_config(src.auth, "spec.source.kafka.auth")))
-    if (dst := spec.sink.kafka) is not None:
-        found.append(KafkaEndpoint("sink", dst.bootstrap_servers, librdkafka_auth_config(dst.auth, "spec.sink.kafka.auth")))
+    for role, kafka in (("source", spec.source.kafka), ("sink", spec.sink.kafka)):
+        if kafka is not None:
+            config = {**librdkafka_auth_config(kafka.auth, f"spec.{role}.kafka.auth"),
+                      **librdkafka_tls_config(kafka.tls, kafka.auth, f"spec.{role}.kafka.tls")}  # fmt: skip
+            found.append(KafkaEndpoint(role, kafka.bootstrap_servers, config))
     return found
 
 
@@ -52,9 +53,25 @@ def _most_specific(errors: list, fallback: Exception) -> str:
     """librdkafka reports "transport failure" to the caller and the real cause
     (e.g. SASL authentication failed) only to the error callback."""
     for error in reversed(errors):
-        if "auth" in error.name().lower() or "SASL" in error.str():
+        if "auth" in error.name().lower() or "SASL" in error.str() or "SSL" in error.str():
             return error.str()
     return str(errors[-1].str()) if errors else str(fallback)
+
+
+# OpenSSL's words for the two ways a TLS handshake with a broker fails.
+_PEER_REFUSED = re.compile(r"alert (bad certificate|certificate required|unknown ca|certificate unknown)", re.I)
+_UNTRUSTED = re.compile(r"certificate verify failed|unable to get local issuer|self.signed", re.I)
+
+
+def tls_hint(reason: str, role: str) -> str:
+    """What to check, after librdkafka's reason, when the TLS handshake failed; "" otherwise."""
+    if _PEER_REFUSED.search(reason):
+        return (f" (the broker refused the TLS handshake: it requires a client certificate it trusts; "
+                f"set spec.{role}.kafka.tls.clientCertificate to a Secret with one its CA signed)")
+    if _UNTRUSTED.search(reason):
+        return (f" (the broker's certificate is not trusted: set spec.{role}.kafka.tls.caSecretRef to a Secret with "
+                "the CA that signed it, and name the brokers as their certificate does)")
+    return ""
 
 
 def describe_topics(endpoint: KafkaEndpoint, timeout_s: float, admin=None, errors: list | None = None) -> dict[str, int]:
@@ -71,7 +88,7 @@ def describe_topics(endpoint: KafkaEndpoint, timeout_s: float, admin=None, error
         raise PreflightError(
             ExitCode.SOURCE_UNAVAILABLE,
             f"Kafka {endpoint.role} {endpoint.bootstrap_servers} did not answer within {timeout_s:g}s: "
-            f"{_most_specific(errors, exc)}",
+            f"{(reason := _most_specific(errors, exc))}{tls_hint(reason, endpoint.role)}",
         ) from None
     return {name: len(t.partitions) for name, t in metadata.topics.items() if t.error is None}
 

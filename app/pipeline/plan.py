@@ -8,7 +8,7 @@ import socket
 from app.contract import QUERY_ENV, WRITER_HEADER
 from app.contract.exactly_once import source_group_prefix
 from app.contract.modes import Mode
-from app.pipeline.credentials import kafka_auth_options
+from app.pipeline.credentials import kafka_auth_options, kafka_tls_options
 from app.pipeline.exactly_once import ExactlyOnceSink, namespace_of
 from app.contract.spec import QuerySpec, Transform, spark_interval
 
@@ -37,6 +37,7 @@ def kafka_source_options(spec: QuerySpec) -> dict[str, str]:
         options.update(CONTINUOUS_SOURCE)
     options.update(kafka.options)
     options.update(kafka_auth_options(kafka.auth, "spec.source.kafka.auth"))
+    options.update(kafka_tls_options(kafka.tls, kafka.auth, "spec.source.kafka.tls"))
     query = os.environ.get(QUERY_ENV)  # in a driver pod: its groups under the namespace's ACL prefix
     if query and not any(key.lower() == "groupidprefix" for key in options):
         options["groupIdPrefix"] = source_group_prefix(namespace_of(None), query)
@@ -95,6 +96,7 @@ def kafka_sink_options(spec: QuerySpec) -> dict[str, str]:
         options.update(LOW_LATENCY_PRODUCER)
     options.update(kafka.options)
     options.update(kafka_auth_options(kafka.auth, "spec.sink.kafka.auth"))
+    options.update(kafka_tls_options(kafka.tls, kafka.auth, "spec.sink.kafka.tls"))
     return options
 
 

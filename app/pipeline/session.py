@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -113,12 +114,46 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     return conf
 
 
-def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_secrets: bool = True):
-    """``with_secrets=False``: no store credentials (Spark's analyser needs none, and runs where the Secret is not mounted)."""
+EXECUTOR_INSTANCES = "spark.executor.instances"
+SPARK_DEFAULT_EXECUTORS = 2  # what Spark on Kubernetes starts when spark.executor.instances is not set
+
+
+def held_back(conf: Mapping[str, str]) -> int:
+    """The executor pods a driver starts with ``conf``: what one waiting on the query's Lease holds
+    back until it holds it (app.driver.executors). 0 for local[N], where the driver runs every task."""
+    if not conf.get("spark.master", "").startswith("k8s://"):
+        return 0
+    try:
+        return max(0, int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS)))
+    except ValueError:  # Spark refuses it itself
+        return 0
+
+
+def waiting_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` for a driver that waits on the Lease: no executor pods until it holds it."""
+    return {**conf, EXECUTOR_INSTANCES: "0"} if held_back(conf) else dict(conf)
+
+
+def _launch_jvm_without_executors(conf: Mapping[str, str]) -> None:
+    """spark-submit refuses spark.executor.instances 0 ("Number of executors must be a positive
+    number"; the SparkContext takes it): the JVM is launched without the key, which the builder then
+    sets on the SparkContext's own conf."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is None:
+        launch = [(key, value) for key, value in conf.items() if key != EXECUTOR_INSTANCES]
+        SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(launch))
+
+
+def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_secrets: bool = True,
+                waiting: bool = False):  # fmt: skip
+    """``with_secrets=False``: no store credentials (Spark's analyser needs none, and runs where the Secret is not mounted).
+    ``waiting``: a driver about to wait on the query's Lease starts no executors (``waiting_conf``)."""
     from pyspark.sql import SparkSession
 
+    conf = waiting_conf(spark_conf(spec, slots)) if waiting else spark_conf(spec, slots)
     builder = SparkSession.builder.appName(f"streamq-{app_name}")
-    for key, value in spark_conf(spec, slots).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     silence_query_context_loggers()
     # Python workers run the exactlyOnce sink's writers: this interpreter has their packages
@@ -129,6 +164,8 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_s
         # only a policy with allowNodeIdentity lets such a spec through (app.contract.policy._node_identity)
         log.warning("checkpoint %s has no checkpoint.s3.credentials: S3A signs with its default chain (environment, "
                     "web identity, the node's instance profile)", spec.checkpoint.location)  # fmt: skip
+    if conf.get(EXECUTOR_INSTANCES) == "0":
+        _launch_jvm_without_executors(conf)
     spark = builder.getOrCreate()
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in secrets.items():  # on the running JVM, never on spark-submit's command line

@@ -44,7 +44,7 @@ from dataclasses import replace
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
-                                     ReleaseLease)
+                                     ReleaseLease, ResizeDriver)
 from controller.decide.gate import checkpoint_gate, held
 from controller.decide.spark_ui import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
@@ -53,7 +53,7 @@ from controller.run import spec_hash
 from controller.status import Reconciled
 
 __all__ = ["ApplySparkUIService", "CreateDriver", "Decision", "DeleteDriver", "DeleteSparkUIService", "Event", "Inputs",
-           "ReleaseLease", "creation_failed", "decide"]
+           "ReleaseLease", "ResizeDriver", "creation_failed", "decide"]
 
 
 def decide(inputs: Inputs) -> Decision:

@@ -65,6 +65,15 @@ class ReleaseLease:
 
 
 @dataclass(frozen=True)
+class ResizeDriver:
+    """Grow a driver pod that waited on the Lease to the CPU request it runs with (in-place resize)."""
+
+    name: str
+    cpu: str
+    waited_on: str  # the request it had while it waited
+
+
+@dataclass(frozen=True)
 class Event:
     type: str  # Normal | Warning
     reason: str
@@ -75,7 +84,7 @@ class Event:
 class Decision:
     verb: str  # what happened, in one word (tests and metrics): create, delete, wait, backoff, ...
     status: QueryStatus
-    actions: tuple[CreateDriver | DeleteDriver | ReleaseLease, ...] = ()
+    actions: tuple[CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver, ...] = ()
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None  # seconds until the next look, if time alone changes things
     restarted: bool = False  # a failure was counted as a restart

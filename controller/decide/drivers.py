@@ -8,15 +8,17 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
+
 
 from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
 from app.contract.spec import QuerySpec, duration_ms
-from controller.decide import health, restart
+from controller.decide import health, restart, standby
 from controller.decide.conditions import ProblemKind
-from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft
+from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft, Event, ResizeDriver
 from controller.observe import Driver, LeaseState
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
@@ -256,4 +258,16 @@ def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
     d.phase(Phase.RUNNING, Reason.DRIVER_RUNNING, f"driver {current.name} is running")
     health.reported(d, current)
     restart.reset_when_stable(d, started, run_spec)
+    standby.grow(d, current, run_spec)
     return d.finish("running")
+
+
+def resize_refused(decision: Decision, action: ResizeDriver, why: str) -> Decision:
+    """The API server refused the resize (no in-place resize before Kubernetes 1.33, or turned off):
+    said once, in status and an event; the driver runs on."""
+    status = decision.status.model_copy(deep=True)
+    status.resize_refused = f"{action.name}: {why}"
+    event = Event("Warning", Reason.RESIZE_REFUSED,
+                  f"driver {action.name} stays on its waiting CPU request {action.waited_on}, not {action.cpu}: "
+                  f"in-place resize refused ({why}); the next driver starts with {action.cpu}")  # fmt: skip
+    return replace(decision, status=status, events=(*decision.events, event))

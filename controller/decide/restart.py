@@ -104,7 +104,7 @@ def failed(d: Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
     if d.standby is not None:  # warm and waiting: no backoff, no new pod
         d.status.restarts = restarts
         d.restarted = True
-        return standby.promote(d, x, reason, text, restarts, limit)
+        return standby.promote(d, x, reason, text, restarts, limit, run_spec)
     delay = backoff_delay(restarts, policy.backoff.initial, policy.backoff.max)
     next_at = (x.finished_at or now) + timedelta(seconds=delay)
     d.status.restarts = restarts

@@ -16,9 +16,11 @@ decisions only keep the pods and the status in step:
 
 from __future__ import annotations
 
+from kubernetes.utils import parse_quantity
+
 from app.contract.lease import lease_name
 from app.contract.spec import QuerySpec
-from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease
+from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease, ResizeDriver
 from controller.observe import Driver
 from controller.phases import Phase, Reason
 from controller.run import Run
@@ -76,8 +78,9 @@ def ensure(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkpoin
     d.event("Normal", Reason.STANDBY_CREATED, f"created standby driver {run.driver_name}: it takes over if {current.name} fails")
 
 
-def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit: str) -> Decision:
-    """The standby takes over from ``gone``; the restart is counted by the caller."""
+def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit: str, run_spec: QuerySpec) -> Decision:
+    """The standby takes over from ``gone``; the restart is counted by the caller. It grows to its CPU
+    request now, as it takes the Lease, not a pass later: its start runs on a full share."""
     standby = d.standby
     assert standby is not None
     st = d.status
@@ -89,8 +92,28 @@ def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit
         d.actions.append(ReleaseLease(lease_name(d.inputs.name), gone.name))
     if not gone.deleting and gone.name != "?":
         d.delete(gone, f"replaced by standby {standby.name}")
+    grow(d, standby, run_spec)
     how = "at once (its container ended)" if known_dead else "when the old driver's lease expires"
     d.event("Warning", reason, f"driver {gone.name} {'disappeared' if reason == Reason.DRIVER_LOST else 'ended'} ({text}); "
                                f"standby {standby.name} takes over {how} (restart {restarts}{limit})")  # fmt: skip
     d.phase(Phase.STARTING, Reason.STANDBY_PROMOTED, f"standby {standby.name} takes over from {gone.name}: {text}")
     return d.finish("promote")
+
+
+def grow(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
+    """A driver that waited on the Lease with a small CPU request (a promoted standby, a warm upgrade's
+    new driver) runs the query now: it grows in place to the request the spec gives it. The driver it
+    replaced is gone, so the room that one held is free; a node that still cannot grant it defers the
+    resize (the kubelet retries) and the driver runs meanwhile on what it has (no CPU limit)."""
+    want = run_spec.runtime.driver.cpu_request
+    if current.kind != "Pod" or current.cpu_request is None or current.deleting:
+        return
+    refused = d.status.resize_refused
+    if refused and refused.startswith(f"{current.name}: "):
+        d.status.message += f"; on its waiting CPU request {current.cpu_request}, not resized ({refused.split(': ', 1)[1]})"
+        return
+    d.status.resize_refused = None
+    if parse_quantity(current.cpu_request) < parse_quantity(want):
+        d.actions.append(ResizeDriver(current.name, want, current.cpu_request))
+    elif current.resize is not None:  # asked for; the kubelet has not granted it yet
+        d.status.message += f"; its CPU resize to {want} waits ({current.resize})"

@@ -32,7 +32,7 @@ from datetime import timedelta
 from app.contract.lease import lease_name
 from app.contract.policy import Policy, warm_upgrades
 from app.contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
-from controller.decide import drivers
+from controller.decide import drivers, standby
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import CreateDriver, Decision, Draft, Inputs, ReleaseLease
 from controller.observe import Driver, DriverPhase
@@ -175,6 +175,7 @@ def _hand_over(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, chec
         st.upgrade = UpgradeStatus(spec_hash=new.spec_hash or "", driver=new.name, attempt=new.attempt,
                                    replaces=current.name, started_at=format_time(d.inputs.now))  # fmt: skip
     d.delete(current, f"warm upgrade: {new.name} takes over")
+    standby.grow(d, new, run_spec)  # it waited on waitingCoreRequest; the room of the one it replaces comes free
     if current.phase.ended and current.finished_at is not None:  # not serving and surely gone: free its Lease now
         d.actions.append(ReleaseLease(lease_name(d.inputs.name), current.name))
     st.attempt, st.driver, st.driver_kind = new.attempt or st.attempt, new.name, new.kind

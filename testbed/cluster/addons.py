@@ -103,6 +103,17 @@ def deploy_kafka(cluster: Cluster) -> str:
     return bootstrap
 
 
+# What tests/e2e/test_fraud_filter.py places its pods with: the platform allows that priority class,
+# toleration key and label and annotation prefix, and nothing else of the kind.
+E2E_PRIORITY_CLASS = "streamq-e2e-streaming"
+PLACEMENT_POLICY = {
+    "allowedPriorityClasses": [E2E_PRIORITY_CLASS],
+    "allowedTolerationKeys": ["example.com/dedicated"],
+    "allowedLabelPrefixes": ["example.com/*"],
+    "allowedAnnotationPrefixes": ["example.com/*"],
+}
+
+
 def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
     """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py):
     the image streamq:<version>, IfNotPresent."""
@@ -126,6 +137,9 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
         "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
         "--set-string", "operator.extraEnv[0].value=5",
         *placement,
+        # (an earlier chart, test_helm_upgrade's, has no such values)
+        *([] if chart else [arg for key, value in PLACEMENT_POLICY.items()
+                            for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]),
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")

@@ -305,8 +305,11 @@ class KindCluster(Cluster):
         return NODE_HOSTPATH_DIR
 
     def node_dir(self, name: str) -> str:
+        """The directory ``name`` for a hostPath checkpoint, made on every node (a driver may land on any
+        worker; each node's is its own directory), owned by the image's user."""
         path = f"{NODE_HOSTPATH_DIR}/{name}"
-        self.docker("exec", self.node, "sh", "-c", f"rm -rf {path} && mkdir -p {path} && chown 1000:1000 {path}")
+        for node in (self.node, *self.worker_nodes()):
+            self.docker("exec", node, "sh", "-c", f"rm -rf {path} && mkdir -p {path} && chown 1000:1000 {path}")
         return path
 
     def node_kafka_home(self) -> str:
@@ -420,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
     parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
     parser.add_argument("--no-sample", action="store_true", help="no fraud-filter query")
+    parser.add_argument("--no-operator", action="store_true",
+                        help="the cluster alone (DNS, the streamq image loaded): no Kafka, no operator, no sample, "
+                             "for the README's cluster quick start (make quickstart), which installs them")  # fmt: skip
     parser.add_argument("--workers", type=int, default=0, help="worker nodes beside the control-plane node")
     args = parser.parse_args(argv)
     cluster = KindCluster(args.name, workers=args.workers)
@@ -436,6 +442,13 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     cluster.up()
+    if args.no_operator:
+        from testbed.cluster.addons import check_dns
+
+        check_dns(cluster)
+        log(f"kind cluster {args.name} ready in {time.monotonic() - t0:.0f}s, without Kafka or streamq (--no-operator)")
+        print(f"KUBECONFIG={cluster.kubeconfig}")
+        return 0
     try:
         cluster.kafka_bootstrap = setup(cluster)
         if not args.no_sample:

@@ -4,15 +4,19 @@ as pods, started by Spark's Kubernetes scheduler from the driver."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
+from testbed.cluster.addons import E2E_PRIORITY_CLASS
 from testbed.cluster.workload import figure, flagged, fraud_spec, payments, wait_output
+from testbed.kube import KubectlError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 N = 300  # payments in; every third is flagged
+TOLERATION = {"key": "example.com/dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}
 
 
 def _run_fraud_filter(cluster, kafka, sq, name: str, spec_extra: dict, test: str, pod_check=None,
@@ -51,11 +55,21 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
                          "--dry-run=server", check=False)  # fmt: skip
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr  # the namespace enforces
     name = sq.name("fraud-exec")
+    # Placed as a platform places streaming pods (the policy allows these: testbed.cluster.addons.PLACEMENT_POLICY)
+    sq.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": E2E_PRIORITY_CLASS}, "value": 1000}))
+    placed = {
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [TOLERATION],
+        "priorityClassName": E2E_PRIORITY_CLASS,
+        "labels": {"example.com/cost-center": "e2e"},
+        "annotations": {"example.com/owner": "streamq-e2e"},
+    }
     runtime = {
         "parallelism": 4,
-        "driver": {"cores": 1, "memory": "1536Mi"},
+        "driver": {"cores": 1, "memory": "1536Mi", **placed},
         # The node has 2 CPUs: executors ask for a quarter each instead of their 2 cores.
-        "executors": {"instances": 2, "cores": 2, "memory": "1Gi", "coreRequest": "250m"},
+        "executors": {"instances": 2, "cores": 2, "memory": "1Gi", "coreRequest": "250m", **placed},
     }
 
     def executors_run(query: str) -> None:
@@ -81,6 +95,12 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
         for value in secret["data"].values():  # base64 of what Spark uses: the file and the key itself
             assert value not in spec_of_pods
         for pod in json.loads(spec_of_pods)["items"]:
+            where = f"{pod['metadata']['name']}: {pod['spec']}"
+            assert pod["spec"]["nodeSelector"] == {"kubernetes.io/os": "linux"}, where
+            assert TOLERATION in pod["spec"]["tolerations"], where
+            assert (pod["spec"]["priorityClassName"], pod["spec"]["priority"]) == (E2E_PRIORITY_CLASS, 1000), where
+            assert pod["metadata"]["labels"]["example.com/cost-center"] == "e2e", where
+            assert pod["metadata"]["annotations"]["example.com/owner"] == "streamq-e2e", where
             if pod["metadata"]["labels"].get("streamq.io/component") == "executor":  # Spark never needs a token there
                 assert pod["spec"].get("automountServiceAccountToken") is False, pod["metadata"]["name"]
             for env in pod["spec"]["containers"][0].get("env", []):
@@ -90,3 +110,18 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
 
     _run_fraud_filter(cluster, kafka, sq, name, {"runtime": runtime}, "fraud filter (executor pods, restricted)", executors_run,
                       node_checkpoint=False)  # fmt: skip
+
+    # What the platform does not allow is refused, naming the field: a priority class, a toleration key
+    for field, value, policy in [("priorityClassName", "system-cluster-critical", "allowedPriorityClasses"),
+                                 ("tolerations", [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                                                   "effect": "NoSchedule"}], "allowedTolerationKeys")]:  # fmt: skip
+        refused = sq.name("fraud-placed")
+        spec = fraud_spec("payments", "flagged", None, **{f"runtime.driver.{field}": value})
+        try:  # refused by the API server (the chart's admission policy), or else by the operator
+            sq.apply(refused, spec)
+        except KubectlError as exc:
+            message = exc.stderr
+        else:
+            message = sq.wait_phase(refused, "Invalid", timeout=60)["message"]
+        assert f"spec.runtime.driver.{field}" in message and policy in message, message
+        assert not sq.kubectl("get", "pods", "-l", f"streamq.io/query={refused}", "-o", "name").stdout.strip()

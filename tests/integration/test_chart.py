@@ -109,10 +109,14 @@ def test_default_render_has_every_piece(helm, tmp_path):
     assert kinds.count("RoleBinding") == 2  # operator and driver, release namespace
     assert kinds.count("Service") == 1 and kinds.count("PodDisruptionBudget") == 1
     assert "ServiceMonitor" not in kinds and "ClusterKopfPeering" not in kinds and "KopfPeering" not in kinds
+    # the tenant policy at apply time (tests/integration/test_admission_policy.py)
+    assert kinds.count("ValidatingAdmissionPolicy") == 1 and kinds.count("ValidatingAdmissionPolicyBinding") == 1
+    cluster_scoped = ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering", "ValidatingAdmissionPolicy",
+                      "ValidatingAdmissionPolicyBinding")  # fmt: skip
     for doc in docs:
         labels = doc["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "streamq" and labels["app.kubernetes.io/instance"] == "streamq"
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"):
+        if doc["kind"] not in cluster_scoped:
             assert doc["metadata"]["namespace"] == "streamq-system", doc["metadata"]
 
 
