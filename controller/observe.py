@@ -60,6 +60,7 @@ class Driver:
     node_lost: bool = False  # evicted by Kubernetes because its node is lost (DisruptionTarget: DeletionByTaintManager)
     ready: bool = False  # the pod's Ready condition: its readiness probe found the job warm or running (app.driver.ready)
     cpu_request: str | None = None  # the driver container's CPU request as the pod spec has it (a waiting driver's is small)
+    cpu_allocated: str | None = None  # ... as the kubelet has actuated it (containerStatuses[].resources; Kubernetes 1.33+)
     resize: str | None = None  # "Reason: message" of the pod's PodResizePending condition (Deferred, Infeasible)
     exit_code: int | None = None
     reason: str | None = None  # why it ended: Error, OOMKilled, Evicted, SUBMISSION_FAILED...
@@ -151,11 +152,19 @@ def _cpu_request(pod: dict[str, Any]) -> str | None:
 
 
 def resize_pending(pod: dict[str, Any]) -> str | None:
-    """Why the kubelet has not granted a resize yet (Kubernetes 1.33's PodResizePending condition)."""
+    """Why the kubelet has not granted a resize (Kubernetes 1.33's PodResizePending condition: Deferred,
+    Infeasible), or could not actuate it (PodResizeInProgress with reason Error)."""
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodResizePending" and cond.get("status") == "True":
-            return _one_line(cond.get("reason") or "PodResizePending", cond.get("message"))
+        pending = cond.get("type") == "PodResizePending"
+        failing = cond.get("type") == "PodResizeInProgress" and cond.get("reason") == "Error"
+        if (pending or failing) and cond.get("status") == "True":
+            return _one_line(cond.get("reason") or cond["type"], cond.get("message"))
     return None
+
+
+def _cpu_allocated(pod: dict[str, Any]) -> str | None:
+    status = _container_status(pod) or {}
+    return ((status.get("resources") or {}).get("requests") or {}).get("cpu")
 
 
 def termination_message(raw: str | None) -> str | None:
@@ -265,6 +274,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         node_lost=node_lost(pod),
         ready=pod_ready(pod),
         cpu_request=_cpu_request(pod),
+        cpu_allocated=_cpu_allocated(pod),
         resize=resize_pending(pod),
     )
 

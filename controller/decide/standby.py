@@ -100,20 +100,25 @@ def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit
     return d.finish("promote")
 
 
-def grow(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
+def grow(d: Draft, current: Driver, run_spec: QuerySpec) -> bool:
     """A driver that waited on the Lease with a small CPU request (a promoted standby, a warm upgrade's
-    new driver) runs the query now: it grows in place to the request the spec gives it. The driver it
-    replaced is gone, so the room that one held is free; a node that still cannot grant it defers the
-    resize (the kubelet retries) and the driver runs meanwhile on what it has (no CPU limit)."""
+    new driver) runs the query now, or is about to: it grows in place to the request the spec gives it.
+    True once it runs on that request, or cannot for now: the kubelet deferred it (the room of the driver
+    it replaces comes free as that one goes; the kubelet retries), or the resize was refused. Meanwhile
+    the driver runs on what it has (no CPU limit: only a smaller share under contention)."""
     want = run_spec.runtime.driver.cpu_request
     if current.kind != "Pod" or current.cpu_request is None or current.deleting:
-        return
+        return True
     refused = d.status.resize_refused
     if refused and refused.startswith(f"{current.name}: "):
         d.status.message += f"; on its waiting CPU request {current.cpu_request}, not resized ({refused.split(': ', 1)[1]})"
-        return
+        return True
     d.status.resize_refused = None
     if parse_quantity(current.cpu_request) < parse_quantity(want):
         d.actions.append(ResizeDriver(current.name, want, current.cpu_request))
-    elif current.resize is not None:  # asked for; the kubelet has not granted it yet
+        return False
+    if current.resize is not None:  # asked for; the kubelet has not granted it
         d.status.message += f"; its CPU resize to {want} waits ({current.resize})"
+        return True
+    # granted and being actuated; None: a kubelet that does not say (before 1.33)
+    return current.cpu_allocated is None or parse_quantity(current.cpu_allocated) >= parse_quantity(want)

@@ -41,6 +41,7 @@ from controller.run import Run, spec_hash
 from controller.status import CheckpointStatus, Reconciled, UpgradeStatus, format_time, parse_time
 
 WARMING, HANDING_OVER, FAILED = "Warming", "HandingOver", "Failed"
+GROW_LOOK_S = 1.0  # a resize the kubelet grants is actuated within a second or two
 LOOK_AGAIN_S = 2.0  # pod events wake the reconciler sooner (Ready, ended); this is the safety net
 NO_ROOM = ("Unschedulable",)  # the scheduler's verdict on the new pod: no node has room for a second driver
 QUOTA_REFUSAL = "exceeded quota"  # in the API server's message when a ResourceQuota refuses a pod
@@ -155,6 +156,14 @@ def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpo
     if new.waiting_reason is not None:
         return _abort(d, current, new, run_spec, f"driver {new.name} of the new spec cannot start: {new.waiting}")
     if new.ready and new.phase is DriverPhase.RUNNING:
+        # Warm: it grows to its CPU request first, so it takes over on a full share, not its waiting one
+        # (on the 2-core e2e node, handing over at 50m made the gaps 3x longer). When the node has no room
+        # for both (Deferred) it hands over at once: the old driver's exit frees that room.
+        if not standby.grow(d, new, run_spec):
+            d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED,
+                    f"driver {new.name} of the new spec is warm: growing to its CPU request before it takes over")  # fmt: skip
+            d.wait(GROW_LOOK_S)
+            return d.finish("grow")
         return _hand_over(d, current, new, run_spec, checkpoint)
     started = parse_time(record.started_at) or new.created_at or d.inputs.now
     bound = timedelta(milliseconds=duration_ms(run_spec.upgrade_policy.ready_within))
@@ -175,7 +184,7 @@ def _hand_over(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, chec
         st.upgrade = UpgradeStatus(spec_hash=new.spec_hash or "", driver=new.name, attempt=new.attempt,
                                    replaces=current.name, started_at=format_time(d.inputs.now))  # fmt: skip
     d.delete(current, f"warm upgrade: {new.name} takes over")
-    standby.grow(d, new, run_spec)  # it waited on waitingCoreRequest; the room of the one it replaces comes free
+    standby.grow(d, new, run_spec)  # deferred before: asked again (the room of the one it replaces comes free)
     if current.phase.ended and current.finished_at is not None:  # not serving and surely gone: free its Lease now
         d.actions.append(ReleaseLease(lease_name(d.inputs.name), current.name))
     st.attempt, st.driver, st.driver_kind = new.attempt or st.attempt, new.name, new.kind

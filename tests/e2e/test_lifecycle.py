@@ -9,6 +9,7 @@ import time
 import pytest
 
 from testbed.cluster.workload import Output, figure, flagged, fraud_spec, payments, wait_output
+from testbed.kube import KubectlError
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -104,6 +105,20 @@ def test_query_only_spark_refuses_is_invalid_without_a_crash_loop(cluster, kafka
     assert later.get("attempt") == status.get("attempt") and later.get("restarts", 0) == status.get("restarts", 0), later
     drivers = [c for c in sq.children(name) if c.startswith("pod/")]
     assert len(drivers) <= 1, f"drivers re-created: {drivers}"
+
+
+def test_kubectl_apply_of_a_spec_over_a_cap_is_refused_by_the_api_server(cluster, sq):
+    """The chart's ValidatingAdmissionPolicy (controller/admission.py, from the tenant policy): a spec over
+    the executor cap never reaches the store, and kubectl says why with the policy's own message."""
+    name = sq.name("over-cap")
+    spec = fraud_spec("payments", "flagged", None, **{"runtime.executors": {"instances": 11, "coreRequest": "100m"}})
+    with pytest.raises(KubectlError) as refused:
+        sq.apply(name, spec)
+    message = refused.value.stderr
+    figure("apply-time policy", message.strip()[:300])
+    assert "ValidatingAdmissionPolicy" in message, message
+    assert "spec.runtime.executors.instances: policy.maxExecutors" in message and "at most 10 allowed" in message, message
+    assert sq.kubectl("get", "sq", name, check=False).returncode != 0  # not stored
 
 
 def test_delete_removes_every_child(cluster, kafka, sq):

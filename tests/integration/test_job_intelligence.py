@@ -106,6 +106,7 @@ def test_a_query_short_of_slots_really_hangs_and_is_reported_stalled_within_the_
     assert read_checkpoint(tmp_path / "ck").last_committed is None  # it really hung: nothing was ever committed
 
 
+@pytest.mark.slow  # CI time: test_operator_progress.py's lost checkpoint resumes through the operator too
 def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_path):
     """startingOffsets is latest: without the offsets the operator keeps in status, a fresh
     checkpoint would skip everything produced while the job was down."""

@@ -23,7 +23,7 @@ def _wait_for_committed_input(checkpoint, topic, at_least, timeout):
              f"{at_least} input records committed")  # fmt: skip
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize("how", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGKILL"])  # CI time: SIGKILL is the harder case
 def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, how):
     source, sink = kafka_topic(partitions=2), kafka_topic()
     spec_path = write_resource(tmp_path / "q.yaml", "restart", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))

@@ -115,6 +115,7 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
         assert DURATION_S - 1 <= took <= DURATION_S + 20, took
 
 
+@pytest.mark.slow  # CI time: tests/integration/test_driver_lease.py cuts a holder off in 13 s; this is the whole job's version
 def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
     source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
     server = urlparse(kube_apiserver.server)
@@ -149,6 +150,7 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafk
             standby.stop()
 
 
+@pytest.mark.slow  # CI time: every warm upgrade of tests/e2e/test_upgrade.py hands over this way
 def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(kafka_broker, kafka_topic, kube_apiserver,
                                                                                lease_namespace, tmp_path):  # fmt: skip
     """The operator stops the old driver of a warm upgrade with SIGTERM (controller.decide.upgrade): it

@@ -8,7 +8,7 @@ from app.contract.capacity import cores_at_once
 from app.contract.load import validate_spec
 from controller import render
 from controller.config import Settings
-from controller.decide import ResizeDriver, drivers
+from controller.decide import DeleteDriver, ResizeDriver, drivers
 from controller.observe import DriverPhase, driver_from_pod
 from controller.phases import Reason
 from tests.unit.controller.test_decide_standby import STANDBY, with_a_warm_standby
@@ -103,14 +103,34 @@ def test_a_driver_that_never_waited_is_not_resized():
     assert not [a for a in w.reconcile().actions if isinstance(a, ResizeDriver)]
 
 
-def test_a_warm_upgrades_new_driver_is_resized_as_it_takes_over():
+def _warm_new_driver():
     from tests.unit.controller.test_decide_upgrade import upgrading
 
     w = upgrading()
     w.change("q-driver-1", cpu_request="1")
-    w.change("q-driver-2", phase=DriverPhase.RUNNING, started_at=w.now, cpu_request="50m")
+    w.change("q-driver-2", phase=DriverPhase.RUNNING, started_at=w.now, cpu_request="50m", cpu_allocated="50m")
     assert not [a for a in w.reconcile().actions if isinstance(a, ResizeDriver)]  # warming: it stays small
     w.change("q-driver-2", ready=True)
+    d = w.reconcile()  # warm: it grows first, the old driver runs on
+    assert d.verb == "grow" and [a for a in d.actions if isinstance(a, ResizeDriver)] == [ResizeDriver("q-driver-2", "1", "50m")]
+    assert not [a for a in d.actions if not isinstance(a, ResizeDriver)] and "growing to its CPU request" in d.status.message
+    w.change("q-driver-2", cpu_request="1")  # the API server took it; the kubelet actuates it
     d = w.reconcile()
-    assert d.verb == "handover"
-    assert [a for a in d.actions if isinstance(a, ResizeDriver)] == [ResizeDriver("q-driver-2", "1", "50m")]
+    assert d.verb == "grow" and d.actions == ()
+    return w
+
+
+def test_a_warm_upgrades_new_driver_grows_before_it_takes_over():
+    w = _warm_new_driver()
+    w.change("q-driver-2", cpu_allocated="1000m")
+    d = w.reconcile()
+    assert d.verb == "handover" and d.status.driver == "q-driver-2"
+    assert not [a for a in d.actions if isinstance(a, ResizeDriver)]
+
+
+def test_a_node_without_room_for_both_defers_the_resize_and_the_handover_goes_ahead():
+    w = _warm_new_driver()
+    w.change("q-driver-2", resize="Deferred: Node didn't have enough resource: cpu")
+    d = w.reconcile()
+    assert d.verb == "handover"  # the old driver's exit frees the room; the kubelet retries
+    assert [a.name for a in d.actions if isinstance(a, DeleteDriver)] == ["q-driver-1"]
