@@ -179,8 +179,8 @@ def _resize(kube: Kube, inputs: Inputs, decision: Decision, log) -> Decision:
             if kube.resize_pod_cpu(inputs.namespace, action.name, DRIVER_CONTAINER, action.cpu, inputs.uid):
                 log.info("resized driver %s in place: CPU request %s -> %s", action.name, action.waited_on, action.cpu)
                 decision = replace(decision, events=(*decision.events, Event(
-                    "Normal", Reason.RESIZED, f"driver {action.name} runs the query: its CPU request grows in place "
-                    f"from {action.waited_on} to {action.cpu}")))  # fmt: skip
+                    "Normal", Reason.RESIZED, f"driver {action.name} waited on the Lease with {action.waited_on} of CPU; "
+                    f"it grows in place to {action.cpu} as it takes over")))  # fmt: skip
         except ApiException as exc:
             if exc.status in (403, 404, 405, 422):  # no resize subresource, not allowed, or invalid: for good
                 log.warning("cannot resize driver %s: %s", action.name, api_message(exc))
