@@ -412,7 +412,11 @@ BAD_VALUES = {
     "namespace not a DNS label": {"operator": {"watchNamespaces": ["Team_A"]}},
     "everything and a namespace": {"operator": {"watchNamespaces": ["*", "team-a"]}},
     "kafka address not a CIDR": {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["kafka:9092"]}}},
+    # every query would exit 69 (no broker) and restart in a loop
+    "network policy with no way to the brokers": {"networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"]}}},
+    "network policy with an empty broker selector": {"networkPolicy": {"enabled": True, "kafka": {"namespaceSelector": {}}}},
     "port out of range": {"metrics": {"port": 70000}},
+    "relative runbook URL": {"monitoring": {"prometheusRule": {"enabled": True, "runbookURL": "docs/operations.md"}}},
     "not a quantity": {"operator": {"resources": {"requests": {"cpu": "lots"}}}},
     "env var without a name": {"operator": {"extraEnv": [{"value": "x"}]}},
     "not a duration": {"metrics": {"serviceMonitor": {"enabled": True, "interval": "30 seconds"}}},
@@ -469,10 +473,10 @@ def test_spark_ui_ingress_is_off_by_default_and_configures_the_operator_when_a_h
 
 def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_path):
     prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
-    docs = render(helm, tmp_path, {"networkPolicy": {"enabled": True, "sparkUIFrom": [prometheus]}})
+    docs = render(helm, tmp_path, {"networkPolicy": {"enabled": True, "sparkUIFrom": [prometheus], "kafka": {"cidrs": ["10.20.0.0/16"]}}})
     policy = one(docs, "NetworkPolicy")
     assert {"from": [prometheus], "ports": [{"protocol": "TCP", "port": 4040}]} in policy["spec"]["ingress"]
-    default = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    default = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["10.20.0.0/16"]}}}), "NetworkPolicy")
     assert len(default["spec"]["ingress"]) == 1
 
 
@@ -516,7 +520,7 @@ def _excepts_are_valid(policy: dict) -> None:
 
 COVERING = {
     "kafka everywhere": {"kafka": {"cidrs": ["0.0.0.0/0", "::/0"]}},
-    "api server link-local": {"apiServer": {"cidrs": ["169.254.0.0/16", "fd00::/8"]}},
+    "api server link-local": {"apiServer": {"cidrs": ["169.254.0.0/16", "fd00::/8"]}, "kafka": {"cidrs": ["10.20.0.0/16"]}},
     "kafka the endpoint itself": {"kafka": {"cidrs": ["169.254.169.254/32", "fd00:ec2::254/128", "10.20.0.0/16"]}},
     "extra rule without to": {"extraEgress": [{"ports": [{"protocol": "TCP", "port": 80}]}]},
     "extra rule with empty to": {"extraEgress": [{"to": []}]},
@@ -581,7 +585,7 @@ def test_by_default_query_pods_reach_everything_but_the_metadata_ranges(helm, tm
 
     excepted = {e for peer in spec["egress"][1]["to"] for e in peer["ipBlock"]["except"]}
     assert excepted == {h for h in METADATA_HOSTS if "/" in h}
-    assert not [p for p in by_kind(render(helm, tmp_path, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert not [p for p in by_kind(render(helm, tmp_path, {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["10.20.0.0/16"]}}}), "NetworkPolicy")
                 if p["metadata"]["name"].endswith("-no-metadata")]  # fmt: skip
     assert not by_kind(render(helm, tmp_path, {"networkPolicy": {"enabled": False, "denyMetadata": False}}), "NetworkPolicy")
 

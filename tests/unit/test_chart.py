@@ -151,6 +151,8 @@ def test_every_alert_has_a_runbook_section_in_operations_md():
     assert len(alerts) == 6, alerts
     anchors = re.findall(r"runbook_url: \{\{ \$r\.runbookURL \}\}#(\S+)\s*$", source, re.M)
     assert anchors == [a.lower() for a in alerts], "each alert's runbook_url ends in #<its name in lower case>"
+    sections = re.findall(r"runbook: docs/operations\.md#(\S+) ", source)
+    assert sections == anchors, "each alert's runbook annotation names the same section"
     missing = set(anchors) - github_anchors(OPERATIONS.read_text())
     assert not missing, f"docs/operations.md has no section for {sorted(missing)}"
 
