@@ -42,7 +42,7 @@ image: jars
 	  echo "  a node:    ctr -n k8s.io images import $$archive" && \
 	  echo "  registry:  skopeo copy docker-archive:$$archive docker://REGISTRY/streamq:TAG (README: Pushing the image)"
 
-# README "Quick start on a cluster": operator, Kafka, topics, checkpoint claim, the fraud-filter
+# README "On your cluster: the fraud filter in four commands": operator, Kafka, topics, checkpoint claim, the fraud-filter
 # sample and a payments feed on the cluster of the current kubeconfig.
 quickstart:
 	@hack/quickstart.sh

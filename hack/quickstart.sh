@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README "Quick start on a cluster": from a cluster to flagged payments, against the
+# README "On your cluster: the fraud filter in four commands": from a cluster to flagged payments, against the
 # current kubeconfig (kind, the e2e tier's local node, any cluster whose nodes have the image).
 #
 #   hack/quickstart.sh [up]   in namespace streamq: the operator (Helm chart, serving that

@@ -1,4 +1,4 @@
-"""README's "Quick start on a cluster", run as written (issue #30): the commands between the
+"""README's "On your cluster: the fraud filter in four commands", run as written (issue #30): the commands between the
 README's `cluster-quickstart` markers, parsed from README.md, so that the test keeps the
 README true. It ends with flagged payments read from the sink topic (`hack/quickstart.sh
 watch`) and `kubectl get sq` showing the sample Running.

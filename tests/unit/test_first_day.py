@@ -92,7 +92,7 @@ QUICKSTART = ROOT / "manifests" / "quickstart"
 
 
 def readme_cluster_quickstart() -> list[str]:
-    """The commands of README's "Quick start on a cluster", comments dropped (the e2e test runs them)."""
+    """The commands of README's "On your cluster: the fraud filter in four commands", comments dropped (the e2e test runs them)."""
     block = README.split("<!-- cluster-quickstart -->", 1)[1].split("<!-- /cluster-quickstart -->", 1)[0]
     body = re.search(r"```bash\n(.*?)```", block, re.S)[1]
     return [c for c in (line.split("#", 1)[0].strip() for line in body.splitlines()) if c]
@@ -115,6 +115,20 @@ def test_the_cluster_quick_start_builds_the_image_then_runs_the_sample_on_a_clus
     # the sample itself, as it is in the repository: not a generated spec
     assert 'kn apply -f "$ROOT/manifests/samples/fraud-filter.yaml"' in script
     assert 'NS="${STREAMQ_QUICKSTART_NAMESPACE:-streamq}"' in script
+
+
+def test_the_readme_shows_the_users_path_before_the_contributors_commands():
+    """Issue #38: a user reads what streamq is, then how to run it on their cluster; the project's
+    own two commands (`make run`, `make test`) come next. The heading must not start with
+    "## Quick start": the project's quick start is found by splitting on its first occurrence."""
+    sections = re.findall(r"^## (.+)$", README, re.M)
+    first = README.split("\n## ", 2)[1]
+    assert "<!-- cluster-quickstart -->" in first, f"README's first section is {sections[0]!r}, not the cluster quick start"
+    assert not sections[0].startswith("Quick start"), "the cluster path's heading would hide the project's quick start"
+    assert sections[1] == "Quick start", f"the project's quick start comes second, not {sections[1]!r}"
+    assert "hack/kind-up.sh up --no-operator" in first.split("<!-- cluster-quickstart -->", 1)[0], (
+        "before its commands the section says how to get a cluster without one"
+    )
 
 
 def test_the_quick_start_gives_the_sample_what_it_names():

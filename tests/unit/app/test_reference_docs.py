@@ -13,7 +13,21 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference.md"
 
 
 def test_committed_reference_matches_the_model():
-    assert PAGE.read_text() == render_reference(), "docs/reference.md drifted: run `python -m app.contract.reference --write`"
+    """The spec's part; the operator's settings after it are tests/unit/controller/test_settings_doc.py's."""
+    spec_part, settings_part = reference.split_page(PAGE.read_text())
+    assert spec_part == render_reference(), "docs/reference.md drifted: run `python -m app.contract.reference --write`"
+    assert settings_part.startswith(f"\n{reference.SETTINGS_MARKER}\n"), "the operator's settings end the page"
+
+
+def test_write_keeps_the_operators_settings(tmp_path, monkeypatch):
+    """app.contract cannot render the operator's part (it may not import controller): it keeps it."""
+    page = tmp_path / "reference.md"
+    tail = f"\n{reference.SETTINGS_MARKER}\n\n## Operator settings\n"
+    page.write_text("old\n" + tail)
+    monkeypatch.setattr(reference, "PAGE", page)
+    assert reference.main(["--check"]) == 1
+    assert reference.main(["--write"]) == 0 and page.read_text() == render_reference() + tail
+    assert reference.main(["--check"]) == 0
 
 
 def test_every_spec_field_is_documented():

@@ -1,0 +1,99 @@
+"""The operator's settings (STREAMQ_* variables), as the last part of docs/reference.md.
+
+    python -m controller.settings_doc            # print the whole page
+    python -m controller.settings_doc --write    # rewrite docs/reference.md (the spec's part too)
+    python -m controller.settings_doc --check    # exit 1 when the page drifts from the models
+
+Generated from controller/config.py: each variable's description and chart value are its
+Field's in ``_SettingsEnv``, its default is the ``Settings`` field's. The spec's part comes
+from ``app.contract.reference``, which cannot import the operator and keeps this part as is.
+A unit test fails when a variable has no description or the committed page drifts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from typing import Any
+
+from pydantic.fields import FieldInfo
+
+from app.contract import reference
+from controller.config import Settings, _SettingsEnv
+
+INTRO = """## Operator settings
+
+Environment variables of the operator's Deployment, read once at start-up
+(`controller/config.py`; generated from it by `python -m controller.settings_doc`, do not
+edit by hand). The chart sets those with a chart value below; set the others through
+`operator.extraEnv`. A value that does not parse (`STREAMQ_RUN_AS_USER=abc`) fails the
+operator's start-up, naming the variable. The command-line flags (`--peering`, `--liveness`,
+`--metrics-port`, ...) and their variables are in `python -m controller --help`.
+"""
+
+
+def extra(field: FieldInfo) -> dict[str, Any]:
+    """The field's json_schema_extra: `chart` (the values that set it), `default` (said in words)."""
+    return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+
+
+def default_of(name: str, field: FieldInfo) -> str:
+    """The Settings dataclass' default, where the defaults are written; a factory's is said in words."""
+    if "default" in extra(field):
+        return str(extra(field)["default"])
+    own = {f.name: f for f in dataclasses.fields(Settings)}.get(name)
+    if own is None or own.default is dataclasses.MISSING or own.default is None:
+        return "—"
+    value = own.default
+    if value == "":
+        return "empty"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"`{value}`"
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    """(variable, default, chart value, description) of every variable, in the model's order."""
+    return [
+        (str(field.validation_alias), default_of(name, field), str(extra(field).get("chart", "—")),
+         " ".join((field.description or "").split()))  # fmt: skip
+        for name, field in _SettingsEnv.model_fields.items()
+    ]
+
+
+def render_settings() -> str:
+    """The page's tail: a blank line, the marker app.contract.reference splits on, the table."""
+    cell = reference.markdown_cell
+    lines = ["", reference.SETTINGS_MARKER, "", INTRO, "| variable | default | chart value | description |",
+             "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| `{var}` | {default} | {chart} | {cell(text)} |" for var, default, chart, text in rows()]
+    return "\n".join([*lines, ""])
+
+
+def render_page() -> str:
+    return reference.render_reference() + render_settings()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controller.settings_doc", description=__doc__.split("\n\n")[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help=f"rewrite {reference.PAGE.name}")
+    action.add_argument("--check", action="store_true", help=f"exit 1 when {reference.PAGE.name} differs")
+    args = parser.parse_args(argv)
+    page, text = reference.PAGE, render_page()
+    if args.check:
+        if not page.exists() or page.read_text() != text:
+            print(f"out of date (run `python -m controller.settings_doc --write`): {page}", file=sys.stderr)
+            return 1
+        return 0
+    if args.write:
+        page.write_text(text)
+        print(f"wrote {page}")
+        return 0
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
