@@ -66,3 +66,46 @@ def test_driver_pod_deleted_mid_stream(cluster, kafka, sq):
 
 def test_driver_container_killed_mid_stream(cluster, kafka, sq):
     _recovery(cluster, kafka, sq, "container killed")
+
+
+def test_the_lost_checkpoint_runbook_restarts_a_recreated_query_from_the_offsets_it_saved(cluster, kafka, sq):
+    """docs/operations.md, "A lost checkpoint ... the way back", when the operator cannot do it itself: the query is
+    deleted (a new object has no status) and its checkpoint is gone. Step 1 saves status.progress.committedOffsets
+    before the deletion; step 3a starts the query again on a fresh location from them. Nothing produced meanwhile
+    is skipped, and nothing before the saved offsets is read again."""
+    import json
+
+    name = sq.name("runbook")
+    source = kafka.create_topic(f"{name}-payments", partitions=2)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    node_dir = cluster.node_dir(name)
+    first = payments(90)
+    kafka.produce(source, first)
+    sq.apply(name, fraud_spec(source, sink, node_dir))
+    sq.wait_running(name, timeout=420)
+    wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
+    # 1. what status has: the offsets the job last committed (every record of `first`: the lag is 0 then)
+    def saved() -> dict | None:
+        progress = sq.status(name).get("progress") or {}
+        offsets = progress.get("committedOffsets") or {}
+        return offsets if sum(offsets.get(source, {}).values()) == len(first) else None
+
+    offsets = wait_for(saved, 120, lambda: f"status.progress.committedOffsets covering {len(first)} records\n{sq.describe(name)}",
+                       interval=1, ignore=(Exception,))  # fmt: skip
+    first_out = set(flagged(first))
+    before = sum(r in first_out for r in kafka.read_all(sink))
+    sq.kubectl("delete", "sq", name, "--wait=true", "--timeout=120s")
+    cluster.node_dir(name)  # the checkpoint is gone (an emptied directory)
+    meanwhile = payments(60, start=len(first))
+    kafka.produce(source, meanwhile)
+    # 3a. the query again, on a fresh location, from the saved offsets (startingOffsets counts only for a new checkpoint)
+    sq.apply(name, fraud_spec(source, sink, node_dir, **{"checkpoint.location": "/checkpoints/query-2",
+                                                          "source.kafka.startingOffsets": json.dumps(offsets)}))  # fmt: skip
+    # 4. a first commit on the new location, the lag going down
+    sq.wait_running(name, timeout=420)
+    out = wait_output(kafka, sink, flagged(first + meanwhile), 300, lambda: sq.describe(name))
+    again = sum(r in first_out for r in out.records) - before
+    figure("lost checkpoint runbook", f"saved {offsets}; {out.summary()}; records of before the saved offsets written "
+                                      f"again: {again}")  # fmt: skip
+    assert not out.unexpected and out.complete, out.summary()  # nothing produced meanwhile skipped
+    assert again == 0, f"{again} records from before the saved offsets were read again"
