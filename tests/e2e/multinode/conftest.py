@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -22,6 +23,8 @@ import pytest
 from testbed.cluster.addons import E2E_NAMESPACE
 from testbed.cluster.workload import FIGURES, LOG_DIR, Kafka
 from testbed.seaweedfs import SeaweedS3
+
+RESULTS_DIR = Path(__file__).resolve().parents[3] / "bench" / "results"
 
 WORKERS = 2
 S3_SECRET = "streamq-s3"
@@ -55,12 +58,16 @@ def cluster():
 
 @pytest.fixture(scope="package", autouse=True)
 def figures_file() -> Iterator[None]:
-    """The run's figures as JSON in the log folder (docs/benchmarks.md cites them from bench/results/)."""
+    """The run's figures as JSON in bench/results/multinode-kind-<UTC time>.json, the file docs/benchmarks.md
+    cites (and a copy in the run's log folder)."""
     yield
-    LOG_DIR.mkdir(parents=True, exist_ok=True)
-    out = LOG_DIR / "multinode-figures.json"
-    out.write_text(json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "figures": [{"test": t, "line": line} for t, line in FIGURES]}, indent=2) + "\n")  # fmt: skip
+    finished = time.gmtime()
+    body = json.dumps({"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", finished),
+                       "figures": [{"test": t, "line": line} for t, line in FIGURES]}, indent=2) + "\n"  # fmt: skip
+    out = RESULTS_DIR / f"multinode-kind-{time.strftime('%Y%m%dT%H%M%SZ', finished)}.json"
+    for path in (out, LOG_DIR / "multinode-figures.json"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
     print(f"\nmultinode figures: {out}")
 
 
