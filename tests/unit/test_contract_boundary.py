@@ -22,6 +22,7 @@ CONTRACTS = {
     "product-without-harness",
     "bench-does-not-use-tests",
     "testbed-is-below-its-users",
+    "decide-is-pure",
 }
 
 
