@@ -37,7 +37,8 @@ def installed(kube_apiserver, rendered):
     )
     crds = [d for d in rendered if d["kind"] == "CustomResourceDefinition"]
     rest = [d for d in rendered if d["kind"] != "CustomResourceDefinition"]
-    kube_apiserver.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
+    # --force-conflicts: another test on this session's API server may have installed the CRD already
+    kube_apiserver.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(crds))
     for crd in crds:
         kube_apiserver.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
     result = kube_apiserver.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
