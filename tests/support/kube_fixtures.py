@@ -12,6 +12,7 @@ they skip it instead only when ``STREAMQ_ALLOW_SKIP=1``.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Iterator
 
 import pytest
@@ -43,4 +44,8 @@ def kube_apiserver() -> Iterator[KubeApiServer]:
     try:
         yield server
     finally:
+        died = server.exited()
+        if died:  # the whole session's server gone: keep its directory, say where
+            server.keep_dir = True
+            print(f"\nkube_apiserver: {died}\n(kept: {server.dir})", file=sys.__stderr__)  # past the capture
         server.stop()
