@@ -199,6 +199,7 @@ def test_driver_pod_deleted_resumes_from_the_object_store_and_inspect_reads_it(c
                  f"lag {report['lag']['total']}; test took {time.monotonic() - t0:.0f}s")  # fmt: skip
 
 
+@pytest.mark.slow  # CI time (~2 min): test_standby.py takes over on a volume, the tests above resume from the store
 def test_the_standby_takes_over_from_the_object_store(cluster, kafka, sq, object_store):
     test = "s3a:// standby (container killed)"
     t0 = time.monotonic()

@@ -14,6 +14,7 @@ go back at most once, where the new driver replays from the last commit. Duplica
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -31,7 +32,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 
 RATE = 30  # payments per second, steady, through the whole upgrade
 NEW_THRESHOLD = 22  # payments() amounts are 1500 or 20..26: 23..26 are flagged by the new spec only
-ROUNDS = 3
+# CI runs 2 rounds (each ~90 s); a measurement (docs/benchmarks.md: 3 per run) sets STREAMQ_E2E_UPGRADE_ROUNDS
+ROUNDS = int(os.environ.get("STREAMQ_E2E_UPGRADE_ROUNDS", "2"))
 
 
 class SinkWatch:
@@ -116,7 +118,8 @@ def _threshold(above: int) -> list[dict]:
     return [FRAUD_TRANSFORMS[0], {"where": f"amount > {above}"}, FRAUD_TRANSFORMS[2]]
 
 
-@pytest.mark.parametrize("change, delivery", [("threshold", "atLeastOnce"), ("driver memory", "exactlyOnce")])
+@pytest.mark.parametrize("change, delivery", [  # CI time: the exactly-once rounds (~6 min) run with `-m slow`
+    ("threshold", "atLeastOnce"), pytest.param("driver memory", "exactlyOnce", marks=pytest.mark.slow)])
 def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, change, delivery):
     test = f"warm upgrade ({change}, {delivery})"
     name = sq.name(f"upgrade-{change.split()[-1]}")

@@ -43,6 +43,7 @@ def stop(job: JobProcess) -> int:
         job.stop()
 
 
+@pytest.mark.slow  # CI time (~60 s): the lag the job reports is checked in status by tests/e2e/test_observability.py
 def test_lag_rises_while_the_job_is_stopped_and_falls_to_zero_after_resume(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic()
     spec_path = write_resource(tmp_path / "q.yaml", "lag", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
@@ -198,6 +199,7 @@ def test_a_spec_the_checkpoint_cannot_take_is_refused_naming_the_field(kafka_bro
     assert read_checkpoint(ck).kafka_offsets().keys() == {a}  # the old checkpoint is left as it was
 
 
+@pytest.mark.slow  # CI time (~65 s): the rule that restarts it is tests/unit/app/test_health.py's
 def test_partitions_added_while_running_restart_an_auto_sized_query_with_more_slots(kafka_broker, kafka_topic, tmp_path):
     from confluent_kafka.admin import NewPartitions
 

@@ -99,6 +99,7 @@ def _check_output(kafka_broker, sink, producer, what: str) -> None:
     assert set(out) <= expected
 
 
+@pytest.mark.slow  # CI time (~90 s): tests/e2e/test_standby.py kills an active driver under a standby on the cluster
 def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
     with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
         # app/driver/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
