@@ -112,3 +112,28 @@ def test_the_security_pages_validate_sample_is_what_validate_prints(tmp_path):
     assert out.returncode != 0
     assert shown[0].split(":", 1)[1] == printed[0].split(":", 1)[1]  # "invalid <file>: 2 problem(s)"
     assert shown[1:] == printed[1:], printed
+
+
+def test_the_readmes_layout_names_every_top_level_folder_and_only_folders_that_exist():
+    """README's Layout block: each `name/` at a line's start is a folder of the tree, every folder with
+    tracked files is there, and each `name/` it mentions under a folder exists in it."""
+    import subprocess
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Layout\n\n```\n", 1)[1].split("```", 1)[0]
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    folders = {path.split("/", 1)[0] for path in tracked if "/" in path}
+    listed, current = {}, None
+    for line in block.splitlines():
+        head = re.match(r"([.\w-]+)/?\S*\s", line)
+        if head and not line.startswith(" "):
+            current = head.group(1)
+            listed[current] = line
+        elif current:
+            listed[current] += line
+    assert folders <= set(listed), f"folders the Layout leaves out: {sorted(folders - set(listed))}"
+    for top, text in listed.items():
+        assert (ROOT / top).exists(), f"the Layout names {top}/, which is not in the tree"
+        for sub in re.findall(r"(?<![\w./-])([a-z_]+)/(?=[\s(:,;])", text.split(None, 1)[1]):
+            found = (ROOT / sub).is_dir() or any(d.is_dir() for d in (ROOT / top).rglob(sub)) if (ROOT / top).is_dir() else False
+            assert found, f"the Layout names {top}/…{sub}/, which is not in the tree"
