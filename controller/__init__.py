@@ -4,8 +4,10 @@
     run.py       what one driver attempt is, and which spec changes need a new one (pure)
     decide/      (spec, status, observed, now) -> what to do (pure), one module a concern:
                  gate (checkpoint), drivers, restart (policy), health, conditions
-    render.py    spec -> ConfigMap / Pod / Service / SparkApplication (pure)
+    render/      run -> ConfigMap / Pod / SparkApplication / Service / Secret / RBAC and Lease (pure),
+                 one module per kind
     kube.py      the API calls, each with a timeout                  (I/O)
-    reconcile.py one pass: read, decide, act, write status        (I/O)
+    act.py       carry out a decision; what came of it (a refusal) for the next one  (I/O)
+    reconcile.py one pass: observe, decide, act (a refusal: decide again), write status  (I/O)
     handlers.py  kopf wiring: daemon per query, wake-ups, probes   (I/O)
 """

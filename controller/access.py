@@ -51,14 +51,14 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     # get: whose is an object of the auth Secret's name (GET_META), and what a Secret a query names for
     # credentials is: its type and labels as the API server's table view (app.contract.credentials)
     **_resource("", "secrets", get=("kube.py", 'header_params={"Accept": self.SECRET_TABLE}'), create=CREATE),
-    # the driver Lease of a standby query: created free before its first driver (lease_access.lease),
+    # the driver Lease of a standby query: created free before its first driver (render.lease_access.lease),
     # released for the standby when its holder's container has ended, read when a driver's node is lost
     # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
     # on that one Lease (RBAC's escalation check: it grants only what it holds)
     **_resource("coordination.k8s.io", "leases", create=CREATE, get=("kube.py", "self.coordination.read_namespaced_lease("),
                 update=("kube.py", "self.coordination.replace_namespaced_lease(")),
     # a standby query's own Lease account, and the Role and RoleBinding that give its driver's account
-    # get and update on the query's Lease only (lease_access): created once; the binding's subject
+    # get and update on the query's Lease only (render.lease_access): created once; the binding's subject
     # follows the spec (the driver account when executors run)
     **_resource("", "serviceaccounts", get=GET_META, create=CREATE),
     **_resource("rbac.authorization.k8s.io", "roles", get=GET_META, create=CREATE),
@@ -81,7 +81,7 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
 # also tries to delete the driver's Services and executors' claims by label and to list
 # claims to reuse, and logs and goes on when refused (the operator owns the Service,
 # executors mount an existing claim). No Leases either: a standby query's driver reaches
-# its own Lease through the query's RoleBinding (lease_access), whatever its account.
+# its own Lease through the query's RoleBinding (render.lease_access), whatever its account.
 DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
     ("", "pods", "get"): "ExecutorPodsAllocator: the driver looks up its own pod (spark.kubernetes.driver.pod.name); "
                          "ExecutorPodsLifecycleManager: an executor pod before it is patched",
@@ -95,7 +95,7 @@ DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
     ("", "configmaps", "deletecollection"): "KubernetesClusterSchedulerBackend.stop: that ConfigMap, by label",
 }
 
-# What a standby query's driver may do with its own Lease (lease_access.lease_role, on the
+# What a standby query's driver may do with its own Lease (render.lease_access.lease_role, on the
 # query's Lease by name): (apiGroup, resource, verb) -> the code that needs it.
 LEASE_ACCESS: dict[tuple[str, str, str], str] = {
     ("coordination.k8s.io", "leases", "get"): "app/driver/lease_holder.py DriverLease.read: who holds the query",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
+from app.contract.policy import LEASE_ACCOUNT_SUFFIX, OPERATOR_SECRET_SUFFIX
 
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_ROLE = f"{GROUP}/role"  # "standby" on a standby driver pod; it keeps the label once it takes over
@@ -20,10 +21,21 @@ COMPONENT_EXECUTOR = "executor"
 COMPONENT_QUERY_CONFIG = "query-config"
 COMPONENT_DRIVER_SERVICE = "driver-service"
 COMPONENT_LEASE = "lease"  # a standby query's Lease and the account, Role and RoleBinding that reach it
+COMPONENT_SPARK_AUTH = "spark-auth"  # the query's Spark auth Secret
+COMPONENT_DISRUPTION = "disruption-budget"  # a standby query's PodDisruptionBudget
+COMPONENT_SPARK_UI = "spark-ui"  # the Service (and Ingress) in front of the current driver's Spark UI
 
 DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"  # in the executor pod template Spark starts executors from
+# spark-operator names the driver container of a SparkApplication itself, and its pod `<application>-driver`
+SPARK_APP_DRIVER_CONTAINER = "spark-kubernetes-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
+# Port names of the driver container and the Services in front of it; the chart's PodMonitor
+# scrapes drivers by PORT_SPARK_UI's name.
+PORT_DRIVER_RPC = "driver-rpc"
+PORT_BLOCK_MANAGER = "blockmanager"
+PORT_SPARK_UI = "spark-ui"
 
 _MAX_LABEL = 63
 
@@ -61,8 +73,28 @@ def driver_service_name(query: str) -> str:
 
 
 def lease_access_name(query: str) -> str:
-    """The ServiceAccount, Role and RoleBinding that reach the query's Lease (controller.lease_access)."""
-    return child_name(query, "lease")
+    """The ServiceAccount, Role and RoleBinding that reach the query's Lease (controller.render.lease_access);
+    the policy refuses a Secret named like its token (app.contract.policy.LEASE_ACCOUNT_SUFFIX)."""
+    return child_name(query, LEASE_ACCOUNT_SUFFIX.removeprefix("-"))
+
+
+def auth_secret_name(query: str) -> str:
+    """The query's Spark auth Secret; the policy refuses a spec that names one (OPERATOR_SECRET_SUFFIX)."""
+    return child_name(query, OPERATOR_SECRET_SUFFIX.removeprefix("-"))
+
+
+def disruption_budget_name(query: str) -> str:
+    return child_name(query, "drivers")
+
+
+def spark_ui_service_name(query: str) -> str:
+    """The UI Service, and the Ingress in front of it (a name per kind)."""
+    return child_name(query, "ui")
+
+
+def spark_app_driver_pod_name(application: str) -> str:
+    """The driver pod spark-operator makes for a SparkApplication."""
+    return f"{application}-driver"
 
 
 def query_label(query: str) -> str:

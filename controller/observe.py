@@ -140,7 +140,7 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
     for status in statuses:
         if status.get("name") == names.DRIVER_CONTAINER:
             return status
-    # spark-operator names the driver container "spark-kubernetes-driver"
+    # spark-operator names the driver container itself (names.SPARK_APP_DRIVER_CONTAINER)
     return statuses[0] if statuses else None
 
 

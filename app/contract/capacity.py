@@ -30,7 +30,7 @@ from kubernetes.utils import parse_quantity
 from app.contract.spec import QuerySpec, UpgradeStrategy
 
 # Spark on Kubernetes adds this much to an executor pod's memory (spark.kubernetes.memoryOverheadFactor 0.1,
-# at least 384 MiB); the driver pod is limited to driver.memory itself (controller.render.driver_heap).
+# at least 384 MiB); the driver pod is limited to driver.memory itself (controller.render.units.driver_heap).
 EXECUTOR_OVERHEAD_FACTOR = Decimal("0.1")
 EXECUTOR_MIN_OVERHEAD = Decimal(384 * 2**20)
 

@@ -5,7 +5,7 @@ What a driver writes is not always what the spec says. After an incompatible cha
 ``<location>-reset-<n>`` (app.contract.compat.fresh_checkpoint_location: chosen by the operator,
 controller.decide.gate, and by the job when it finds its checkpoint incompatible, app.driver.run),
 and the operator mounts the checkpoint volume at that location's parent
-(controller.render.checkpoint_mount_path). The policy read the spec, and a location it allowed can
+(controller.render.volumes.checkpoint_mount_path). The policy read the spec, and a location it allowed can
 derive one it would not: ``s3a://b/team-a`` (the namespace's folder itself) gives
 ``s3a://b/team-a-reset-1``, the folder of namespace ``team-a-reset-1``; ``/tmp`` gives
 ``/tmp-reset-1``, outside every root; a volume at ``/checkpoints`` is mounted at

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the policy imports this module's rules
 Found = Iterator[tuple[str, str]]
 
 # The NoExecute taints of a node that stopped reporting or cannot be reached: the operator
-# tolerates them for restartPolicy.nodeLostAfter (controller.render.driver_tolerations). A second
+# tolerates them for restartPolicy.nodeLostAfter (controller.render.driver.driver_tolerations). A second
 # toleration of the same taint would decide how long a driver stays on a lost node instead.
 NODE_LOST_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 # Node labels a query may select on by default: what a node is (OS, CPU, instance type) and where

@@ -46,7 +46,7 @@ from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantit
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
 
 LEASE_ACCOUNT_SUFFIX = "-lease"  # controller.names: a standby query's own Lease account
-OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.render.auth_secret_name: a query's Spark RPC key
+OPERATOR_SECRET_SUFFIX = "-spark-auth"  # controller.names.auth_secret_name: a query's Spark RPC key
 TENANT_SECRETS = "streamq-*"
 TENANT_CLAIMS = "streamq-*"  # likewise for claims: a query never mounts another application's volume  # a Secret a namespace's owners made for queries: only they can name one so
 NAMESPACE_VARIABLE = "${namespace}"
@@ -423,7 +423,7 @@ def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
 
 def volume_mount(path: str) -> str:
     """Where the operator mounts a checkpoint volume for ``path``: its parent, or the path itself
-    when its parent is / (controller.render)."""
+    when its parent is / (controller.render.volumes)."""
     return path if posixpath.dirname(path) == "/" else posixpath.dirname(path)
 
 

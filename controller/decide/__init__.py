@@ -4,7 +4,20 @@
 observed drivers at time ``now`` and returns a :class:`Decision`: the status to
 write, the drivers to create or delete, the events to post and when to look
 again. It never talks to Kubernetes, so every transition is a table-driven
-unit test. The rules, in the order ``decide`` applies them:
+unit test.
+
+A pass decides once, or twice when acting did not go as decided: reconcile then
+puts what acting came to (``Inputs.acted``: a creation the API refused, and why,
+as a typed ``acted.Refusal``; UI names another object holds; a resize refused)
+in the inputs and calls ``decide`` again. That second decision starts from the
+decision that was carried out (the same inputs decide the same) and says what
+the refusal means: ``creation_failed`` (said, tried again), a warm upgrade's
+driver refused (``upgrade.create_refused``: no room under a quota, else the
+upgrade fails), a UI without its Service (``spark_ui.name_taken``), a resize
+refused (``drivers.resize_refused``). It carries no actions: what it could do
+was done or refused, so acting is never looped.
+
+The rules of a first decision, in the order ``decide`` applies them:
 
 1. A spec the static rules refuse is ``Invalid``: its driver is stopped.
 2. The checkpoint gate (``gate``): a change the checkpoint cannot take is refused
@@ -21,7 +34,8 @@ unit test. The rules, in the order ``decide`` applies them:
 7. What the running driver reports goes into status.progress and the conditions
    (``health``, ``conditions``).
 
-    draft       the inputs, the decision, and the draft each step writes into
+    draft       the inputs, the decision, its verbs, and the draft each step writes into
+    acted       what carrying out a decision came to (a refusal...), as the next decision reads it
     gate        which spec runs, on which checkpoint
     drivers     starting, replacing and stopping the driver
     restart     exit codes, backoff, maxRestarts, stableAfter
@@ -42,9 +56,10 @@ from app.contract.problems import Problem, SpecError
 from dataclasses import replace
 
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
+from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
-                                     ReleaseLease, ResizeDriver)
+                                     ReleaseLease, ResizeDriver, Verb)
 from controller.decide.gate import checkpoint_gate, held
 from controller.decide.spark_ui import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
@@ -52,12 +67,36 @@ from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
 from controller.status import Reconciled
 
-__all__ = ["ApplySparkUIService", "CreateDriver", "Decision", "DeleteDriver", "DeleteSparkUIService", "Event", "Inputs",
-           "ReleaseLease", "ResizeDriver", "creation_failed", "decide"]
+__all__ = ["ActOutcome", "ApplySparkUIService", "CreateDriver", "CreateRefused", "Decision", "DeleteDriver",
+           "DeleteSparkUIService", "Event", "Inputs", "Refusal", "ReleaseLease", "ResizeDriver", "ResizeRefused", "Verb",
+           "creation_failed", "decide"]
+
+CREATE_RETRY_S = 15.0  # a refused creation is tried again this much later (a quota may free up, RBAC be fixed)
 
 
 def decide(inputs: Inputs) -> Decision:
+    if inputs.acted is not None:  # the pass's second decision: what acting came to, first
+        return _after_acting(inputs, decide(replace(inputs, acted=None)))
     return spark_ui.follow(inputs, _decide(inputs))
+
+
+def _after_acting(inputs: Inputs, carried_out: Decision) -> Decision:
+    """The decision ``carried_out`` was acted on, and acting came to ``inputs.acted``: the status and
+    events that say so. Its actions are dropped: each was carried out already, or refused."""
+    acted = inputs.acted
+    decision = carried_out
+    for action in acted.resized:
+        decision = drivers.resized(decision, action)
+    for refusal in acted.resize_refused:
+        decision = drivers.resize_refused(decision, refusal.action, refusal.message)
+    for why in acted.ui_taken:  # the query runs on, without its UI
+        decision = spark_ui.name_taken(decision, why)
+    refused = acted.refused
+    if refused is not None and refused.reason is Refusal.NAME_CONFLICT:  # nothing was written over
+        decision = creation_failed(decision, inputs, refused.message, reason=Reason.NAME_CONFLICT)
+    elif refused is not None:  # a warm upgrade's driver: no room (a quota), or the upgrade fails
+        decision = upgrade.create_refused(inputs, decision, refused) or creation_failed(decision, inputs, refused.message)
+    return replace(decision, actions=())
 
 
 def _decide(inputs: Inputs) -> Decision:
@@ -120,7 +159,7 @@ def _decide(inputs: Inputs) -> Decision:
             if current is not None and current.active:
                 d.delete(current, f"the query is {old.phase}")
             standby.drop(d, f"the query is {old.phase}")
-            return d.finish("nothing")
+            return d.finish(Verb.NOTHING)
         standby.drop(d, "spec changed after the query ended")
         d.status.restarts, d.status.next_restart_time = 0, None
         d.event("Normal", Reason.SPEC_CHANGED, f"spec changed (generation {inputs.generation}): starting again")
@@ -128,7 +167,7 @@ def _decide(inputs: Inputs) -> Decision:
             d.delete(current, "spec changed after the query ended")
             d.phase(Phase.RESTARTING, Reason.SPEC_CHANGED, f"spec changed: replacing driver {current.name}")
             d.wait(WAIT_FOR_DELETION_S)
-            return d.finish("delete")
+            return d.finish(Verb.DELETE)
         d.status.phase = Phase.PENDING
     if secret_fixed:
         d.status.phase = Phase.PENDING
@@ -156,7 +195,7 @@ def _decide(inputs: Inputs) -> Decision:
             d.phase(d.status.phase or Phase.PENDING, Reason.DRIVER_STUCK_TERMINATING, stuck.message)
         elif d.status.phase is None:
             d.phase(Phase.PENDING, Reason.WAITING_FOR_OLD_DRIVER, f"waiting for driver {current.name} to terminate")
-        return d.finish("wait")
+        return d.finish(Verb.WAIT)
 
     # 6. a driver exists
     newest = max([attempt, *[x.attempt or 0 for x in mine]])
@@ -170,13 +209,13 @@ def _decide(inputs: Inputs) -> Decision:
         return drivers.running(d, current, run_spec)
     if current.phase is DriverPhase.UNKNOWN:  # its node stopped reporting: wait for news, change nothing
         d.status.message = f"the state of driver {current.name} is unknown (is its node reachable?)"
-        return d.finish("wait")
+        return d.finish(Verb.WAIT)
     if current.active:  # on its way, or blocked by a cause outside the spec (a missing PVC...)
         return drivers.starting(d, current)
     return restart.ended(d, current, run_spec)
 
 
-def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float,
+def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float = CREATE_RETRY_S,
                     reason: Reason = Reason.DRIVER_CREATE_FAILED) -> Decision:
     """The API refused to create the driver, or a name it needs is another object's (NAME_CONFLICT):
     keep the old status, say why, try again later."""
@@ -190,4 +229,4 @@ def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: fl
     if previous is None or previous.message != d.status.message:
         d.event("Warning", reason, d.status.message)
     d.wait(retry_in)
-    return d.finish("create-failed")
+    return d.finish(Verb.CREATE_FAILED)

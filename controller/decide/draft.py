@@ -2,7 +2,8 @@
 
 A step reads :class:`Inputs`, changes the draft's status, adds actions, events,
 waits and the problems it finds (``conditions.ProblemKind``), and ends with
-``draft.finish(verb)``: the :class:`Decision` the reconciler carries out.
+``draft.finish(verb)``: the :class:`Decision` the reconciler carries out. The
+:class:`Verb` says in one word what was decided.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from app.contract.policy import OperatorFacts, Policy
 from app.contract.progress import ProgressRecord
@@ -19,6 +21,9 @@ from controller.observe import Driver, LeaseState
 from controller.phases import Phase
 from controller.run import Run
 from controller.status import QueryStatus
+
+if TYPE_CHECKING:  # acted's types name ResizeDriver, defined here
+    from controller.decide.acted import ActOutcome
 
 WAIT_FOR_DELETION_S = 5.0  # pod events wake the reconciler sooner; this is a safety net
 
@@ -41,6 +46,8 @@ class Inputs:
     # The Secrets the spec names for credentials: name -> their type and labels, None for a missing one
     # (app.contract.credentials); None: not read, not judged.
     secrets: Mapping[str, Mapping[str, Any] | None] | None = None
+    # What carrying out this pass's decision came to (a refusal...): set for the pass's second decision only.
+    acted: ActOutcome | None = None
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,32 @@ class Event:
     message: str
 
 
+class Verb(StrEnum):
+    """What a decision did, in one word: the label of the metric streamq_reconciles_total, and what tests read."""
+
+    NOTHING = "nothing"
+    WAIT = "wait"
+    CREATE = "create"
+    CREATE_FAILED = "create-failed"  # the API refused the driver: said, and tried again
+    DELETE = "delete"
+    RUNNING = "running"
+    SUSPEND = "suspend"
+    INVALID = "invalid"
+    REFUSED = "refused"  # a change the checkpoint cannot take
+    BACKOFF = "backoff"
+    FAIL = "fail"
+    COMPLETE = "complete"
+    PROMOTE = "promote"  # a standby takes over
+    UPGRADE = "upgrade"  # a warm upgrade's driver is created
+    GROW = "grow"
+    HANDOVER = "handover"
+    NO_ROOM = "no-room"  # a quota refused a warm upgrade's driver: a plain restart next
+    UPGRADE_FAILED = "upgrade-failed"
+
+
 @dataclass(frozen=True)
 class Decision:
-    verb: str  # what happened, in one word (tests and metrics): create, delete, wait, backoff, ...
+    verb: Verb
     status: QueryStatus
     actions: tuple[CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver, ...] = ()
     events: tuple[Event, ...] = ()
@@ -136,7 +166,7 @@ class Draft:
     def problem(self, kind: ProblemKind) -> Problem | None:
         return next((p for p in self.problems if p.kind is kind), None)
 
-    def finish(self, verb: str) -> Decision:
+    def finish(self, verb: Verb) -> Decision:
         self.status.conditions = conditions(
             self.old, self.status, self.reason, self.problems, now=self.inputs.now, generation=self.inputs.generation
         )

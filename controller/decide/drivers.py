@@ -18,7 +18,7 @@ from app.contract.resume import ResumeFrom
 from app.contract.spec import QuerySpec, duration_ms
 from controller.decide import health, restart, standby
 from controller.decide.conditions import ProblemKind
-from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft, Event, ResizeDriver
+from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft, Event, ResizeDriver, Verb
 from controller.observe import Driver, LeaseState
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
@@ -115,7 +115,7 @@ def invalid_spec(d: Draft, exc: SpecError) -> Decision:
         d.event("Warning", reason, message)
     d.status.next_restart_time = None
     d.phase(Phase.INVALID, reason, message)
-    return d.finish("invalid")
+    return d.finish(Verb.INVALID)
 
 
 def suspend(d: Draft, current: Driver | None) -> Decision:
@@ -130,7 +130,7 @@ def suspend(d: Draft, current: Driver | None) -> Decision:
     d.phase(Phase.SUSPENDED, Reason.SUSPENDED, message)
     if waiting:
         d.wait(WAIT_FOR_DELETION_S)
-    return d.finish("suspend")
+    return d.finish(Verb.SUSPEND)
 
 
 def no_driver(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt: int,
@@ -144,7 +144,7 @@ def no_driver(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attem
         d.reason = Reason.DRIVER_STUCK_TERMINATING if stuck else Reason.WAITING_FOR_OLD_DRIVER
         d.status.message = stuck.message if stuck else f"waiting for {names_} to be deleted before starting a driver"
         d.wait(WAIT_FOR_DELETION_S)
-        return d.finish("wait")
+        return d.finish(Verb.WAIT)
     held_back = restart.lost_or_waiting(d, run_spec)
     if held_back is not None:
         return held_back
@@ -170,7 +170,7 @@ def _create(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt
     what = "restarting" if old.phase is Phase.RESTARTING else "starting"
     d.event("Normal", Reason.CREATED, f"{what} the query: created {kind.lower() if kind == POD_KIND else kind} {run.driver_name} (attempt {attempt})")
     d.phase(Phase.STARTING, Reason.CREATED, f"driver {run.driver_name} created (attempt {attempt})")
-    return d.finish("create")
+    return d.finish(Verb.CREATE)
 
 
 def replace_outdated(d: Draft, current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str,
@@ -186,7 +186,7 @@ def replace_outdated(d: Draft, current: Driver, last: QuerySpec | None, run_spec
     d.event("Normal", reason, f"{why}: stopping driver {current.name}; the query restarts on its checkpoint{note}")
     d.phase(Phase.RESTARTING, reason, f"{why}: replacing driver {current.name}{note}")
     d.wait(WAIT_FOR_DELETION_S)
-    return d.finish("delete")
+    return d.finish(Verb.DELETE)
 
 
 def only_the_nonce_changed(current: Driver, last: QuerySpec | None, run_spec: QuerySpec, location: str) -> bool:
@@ -236,7 +236,7 @@ def starting(d: Draft, current: Driver) -> Decision:
     if current.waiting_reason is None:
         if old.phase is not Phase.STARTING or was_blocked:
             d.phase(Phase.STARTING, Reason.DRIVER_STARTING, f"driver {current.name} is starting")
-        return d.finish("wait")
+        return d.finish(Verb.WAIT)
     reason = blocked_reason(current.waiting_reason)
     message = f"driver {current.name} cannot start (it starts by itself once this is fixed): {current.waiting}"
     same_cause = was_blocked and previous.reason == reason
@@ -246,7 +246,7 @@ def starting(d: Draft, current: Driver) -> Decision:
         d.event("Warning", reason, message)
     d.phase(Phase.STARTING, reason, message)
     d.add_problem(ProblemKind.CANNOT_START, message, reason)
-    return d.finish("wait")
+    return d.finish(Verb.WAIT)
 
 
 def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
@@ -259,7 +259,15 @@ def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
     health.reported(d, current)
     restart.reset_when_stable(d, started, run_spec)
     standby.grow(d, current, run_spec)
-    return d.finish("running")
+    return d.finish(Verb.RUNNING)
+
+
+def resized(decision: Decision, action: ResizeDriver) -> Decision:
+    """The API server took the resize: said in an event (the kubelet actuates it within a second or two)."""
+    message = (f"driver {action.name} waited on the Lease with {action.waited_on} of CPU; "
+               f"it grows in place to {action.cpu} as it takes over")
+    event = Event("Normal", Reason.RESIZED, message)
+    return replace(decision, events=(*decision.events, event))
 
 
 def resize_refused(decision: Decision, action: ResizeDriver, why: str) -> Decision:

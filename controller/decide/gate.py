@@ -25,7 +25,7 @@ from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_
 from app.contract.policy import warm_upgrades
 from app.contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
 from controller.decide.conditions import ProblemKind
-from controller.decide.draft import Decision, Draft
+from controller.decide.draft import Decision, Draft, Verb
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import fields_hash
 from controller.status import CheckpointStatus, Reconciled
@@ -55,7 +55,7 @@ def held(d: Draft) -> Decision:
     d.status.driver_start_time, d.status.next_restart_time = None, None
     d.phase(Phase.PENDING, Reason.INCOMPATIBLE_CHANGE,
             "no driver runs: the previous spec's driver is gone and the new spec is refused (see Degraded)")  # fmt: skip
-    return d.finish("refused")
+    return d.finish(Verb.REFUSED)
 
 
 def _incompatibility(last: Reconciled | None, desired: QuerySpec, current: CheckpointStatus | None,

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from app.contract import ExitCode
 from app.contract.spec import QuerySpec, RestartType, duration_ms
 from controller.decide import standby
-from controller.decide.draft import WAIT_FOR_DELETION_S, Decision, Draft
+from controller.decide.draft import WAIT_FOR_DELETION_S, Decision, Draft, Verb
 from controller.observe import Driver, DriverPhase
 from controller.phases import Phase, Reason
 from controller.run import POD_KIND
@@ -41,16 +41,16 @@ def ended(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         if now >= next_at:
             d.delete(current, "backoff elapsed: making room for the next driver")
             d.wait(WAIT_FOR_DELETION_S)
-            return d.finish("delete")
+            return d.finish(Verb.DELETE)
         d.wait((next_at - now).total_seconds())
-        return d.finish("backoff")
+        return d.finish(Verb.BACKOFF)
     policy = run_spec.restart_policy.type
     if current.phase is DriverPhase.SUCCEEDED or current.exit_code == ExitCode.OK:
         if not run_spec.mode.restarts_when_done or policy is not RestartType.ALWAYS:
             d.status.driver_start_time = None
             d.event("Normal", Reason.COMPLETED, f"driver {current.name} finished: {current.message or 'exit 0'}")
             d.phase(Phase.COMPLETED, Reason.COMPLETED, f"the query finished (driver {current.name} exited 0)")
-            return d.finish("complete")
+            return d.finish(Verb.COMPLETE)
         return failed(d, current, run_spec, reason=Reason.DRIVER_EXITED)
     if current.exit_code in (ExitCode.INVALID_SPEC, ExitCode.QUERY_REFUSED):
         reason = Reason.INVALID_SPEC if current.exit_code == ExitCode.INVALID_SPEC else Reason.QUERY_REFUSED
@@ -59,7 +59,7 @@ def ended(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
         d.status.driver_start_time = None
         d.event("Warning", reason, f"driver {current.name} refused the query, not retrying: {text}")
         d.phase(Phase.INVALID, reason, f"the query cannot run (fix the spec): {text}")
-        return d.finish("invalid")
+        return d.finish(Verb.INVALID)
     return failed(d, current, run_spec, reason=_REASON_OF_EXIT.get(current.exit_code, Reason.DRIVER_FAILED))
 
 
@@ -79,7 +79,7 @@ def lost_or_waiting(d: Draft, run_spec: QuerySpec) -> Decision | None:
     next_at = parse_time(old.next_restart_time)
     if old.phase is Phase.RESTARTING and next_at is not None and now < next_at:
         d.wait((next_at - now).total_seconds())
-        return d.finish("backoff")
+        return d.finish(Verb.BACKOFF)
     return None
 
 
@@ -93,12 +93,12 @@ def failed(d: Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
     if policy.type is RestartType.NEVER:
         d.event("Warning", Reason.RESTART_POLICY_NEVER, f"driver {x.name} failed ({text}); restartPolicy Never")
         d.phase(Phase.FAILED, Reason.RESTART_POLICY_NEVER, f"driver {x.name} failed and restartPolicy is Never: {text}")
-        return d.finish("fail")
+        return d.finish(Verb.FAIL)
     if policy.restart_limit is not None and old.restarts >= policy.restart_limit:
         message = f"gave up after {old.restarts} restart(s) (maxRestarts {policy.max_restarts}): {text}"
         d.event("Warning", Reason.RESTART_LIMIT, f"driver {x.name} failed; {message}")
         d.phase(Phase.FAILED, Reason.RESTART_LIMIT, message)
-        return d.finish("fail")
+        return d.finish(Verb.FAIL)
     restarts = old.restarts + 1
     limit = f"/{policy.restart_limit}" if policy.restart_limit is not None else ""
     if d.standby is not None:  # warm and waiting: no backoff, no new pod
@@ -114,7 +114,7 @@ def failed(d: Draft, x: Driver, run_spec: QuerySpec, reason: str) -> Decision:
                                f"restart {restarts}{limit} in {delay:g}s from the checkpoint")  # fmt: skip
     d.phase(Phase.RESTARTING, reason, f"restart {restarts}{limit} at {d.status.next_restart_time}: {text}")
     d.wait((next_at - now).total_seconds())
-    return d.finish("backoff")
+    return d.finish(Verb.BACKOFF)
 
 
 def reset_when_stable(d: Draft, started: datetime, run_spec: QuerySpec) -> None:

@@ -20,8 +20,6 @@ from controller import names
 from controller.decide.draft import Decision, Event, Inputs
 from controller.phases import Reason
 
-COMPONENT_SPARK_UI = "spark-ui"
-
 
 @dataclass(frozen=True)
 class ApplySparkUIService:
@@ -38,17 +36,8 @@ class DeleteSparkUIService:
     namespace: str
 
 
-def service_name(query: str) -> str:
-    return names.child_name(query, "ui")
-
-
 def url(query: str, namespace: str) -> str:
-    return f"http://{service_name(query)}.{namespace}.svc:{SPARK_UI_PORT}"
-
-
-def selector(query: str, attempt: int) -> dict[str, str]:
-    """The drivers of one attempt: a standby (a later attempt) is never selected."""
-    return names.labels(query, names.COMPONENT_DRIVER, attempt)
+    return f"http://{names.spark_ui_service_name(query)}.{namespace}.svc:{SPARK_UI_PORT}"
 
 
 def wanted(raw_spec: Any) -> bool:

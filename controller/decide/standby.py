@@ -20,7 +20,7 @@ from kubernetes.utils import parse_quantity
 
 from app.contract.lease import lease_name
 from app.contract.spec import QuerySpec
-from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease, ResizeDriver
+from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease, ResizeDriver, Verb
 from controller.observe import Driver
 from controller.phases import Phase, Reason
 from controller.run import Run
@@ -97,7 +97,7 @@ def promote(d: Draft, gone: Driver, reason: str, text: str, restarts: int, limit
     d.event("Warning", reason, f"driver {gone.name} {'disappeared' if reason == Reason.DRIVER_LOST else 'ended'} ({text}); "
                                f"standby {standby.name} takes over {how} (restart {restarts}{limit})")  # fmt: skip
     d.phase(Phase.STARTING, Reason.STANDBY_PROMOTED, f"standby {standby.name} takes over from {gone.name}: {text}")
-    return d.finish("promote")
+    return d.finish(Verb.PROMOTE)
 
 
 def grow(d: Draft, current: Driver, run_spec: QuerySpec) -> bool:

@@ -11,6 +11,7 @@ decisions, keeps the two from writing at once (app.contract.lease).
     outdated     the entry point: warm, or a plain restart (drivers.replace_outdated) and why
     warming      the new driver exists: wait for Ready, give up, or hand over
     taking_over  the new driver is the current one: Upgrading until it reports progress
+    create_refused  the API refused the new driver (read by the pass's second decision: Inputs.acted)
 
 What can go wrong, and what follows:
 
@@ -33,8 +34,9 @@ from app.contract.lease import lease_name
 from app.contract.policy import Policy, warm_upgrades
 from app.contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
 from controller.decide import drivers, standby
+from controller.decide.acted import CreateRefused, Refusal
 from controller.decide.conditions import ProblemKind
-from controller.decide.draft import CreateDriver, Decision, Draft, Inputs, ReleaseLease
+from controller.decide.draft import CreateDriver, Decision, Draft, Inputs, ReleaseLease, Verb
 from controller.observe import Driver, DriverPhase
 from controller.phases import Phase, Reason
 from controller.run import Run, spec_hash
@@ -44,7 +46,6 @@ WARMING, HANDING_OVER, FAILED = "Warming", "HandingOver", "Failed"
 GROW_LOOK_S = 1.0  # a resize the kubelet grants is actuated within a second or two
 LOOK_AGAIN_S = 2.0  # pod events wake the reconciler sooner (Ready, ended); this is the safety net
 NO_ROOM = ("Unschedulable",)  # the scheduler's verdict on the new pod: no node has room for a second driver
-QUOTA_REFUSAL = "exceeded quota"  # in the API server's message when a ResourceQuota refuses a pod
 
 
 def wanted(run_spec: QuerySpec, current: Driver | None, run_hash: str, policy: Policy | None) -> bool:
@@ -140,7 +141,7 @@ def _start(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkpoin
     d.event("Normal", Reason.UPGRADE_STARTED, text)
     d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED, text)
     d.wait(LOOK_AGAIN_S)
-    return d.finish("upgrade")
+    return d.finish(Verb.UPGRADE)
 
 
 def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpoint: CheckpointStatus) -> Decision:
@@ -163,7 +164,7 @@ def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpo
             d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED,
                     f"driver {new.name} of the new spec is warm: growing to its CPU request before it takes over")  # fmt: skip
             d.wait(GROW_LOOK_S)
-            return d.finish("grow")
+            return d.finish(Verb.GROW)
         return _hand_over(d, current, new, run_spec, checkpoint)
     started = parse_time(record.started_at) or new.created_at or d.inputs.now
     bound = timedelta(milliseconds=duration_ms(run_spec.upgrade_policy.ready_within))
@@ -173,7 +174,7 @@ def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpo
     d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED,
             f"driver {new.name} of the new spec is warming up beside {current.name}, which runs the query meanwhile")  # fmt: skip
     d.wait(min(LOOK_AGAIN_S, (started + bound - d.inputs.now).total_seconds()))
-    return d.finish("wait")
+    return d.finish(Verb.WAIT)
 
 
 def _hand_over(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpoint: CheckpointStatus) -> Decision:
@@ -198,7 +199,7 @@ def _hand_over(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, chec
     d.event("Normal", Reason.UPGRADE_HANDOVER, text)
     d.phase(Phase.UPGRADING, Reason.UPGRADE_HANDOVER, text)
     d.wait(LOOK_AGAIN_S)
-    return d.finish("handover")
+    return d.finish(Verb.HANDOVER)
 
 
 def taking_over(d: Draft, current: Driver) -> Decision | None:
@@ -225,7 +226,7 @@ def taking_over(d: Draft, current: Driver) -> Decision | None:
     d.phase(Phase.UPGRADING, Reason.UPGRADE_HANDOVER,
             f"driver {current.name} takes over once {old} has stopped and released the Lease")  # fmt: skip
     d.wait(LOOK_AGAIN_S / 2)
-    return d.finish("wait")
+    return d.finish(Verb.WAIT)
 
 
 def _abort(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, why: str) -> Decision:
@@ -260,20 +261,21 @@ def _restart(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkpo
     return drivers.replace_outdated(d, current, None, run_spec, checkpoint.location, cold=why or None)
 
 
-def create_refused(inputs: Inputs, decision: Decision, error: str) -> Decision | None:
-    """The API refused to create a warm upgrade's driver: a quota's refusal is 'no room' (the next
-    pass restarts plainly); any other refusal aborts the upgrade (the running driver goes on).
-    None when the refused creation was not an upgrade's."""
+def create_refused(inputs: Inputs, decision: Decision, refused: CreateRefused) -> Decision | None:
+    """The API refused to create a warm upgrade's driver (``decision`` created it): a quota's refusal
+    is 'no room' (the next pass restarts plainly); any other refusal aborts the upgrade (the running
+    driver goes on). None when the refused creation was not an upgrade's."""
     record = decision.status.upgrade
-    if decision.verb != "upgrade" or record is None:
+    if decision.verb is not Verb.UPGRADE or record is None:
         return None
+    error = refused.message
     d = Draft.start(inputs)
     d.status = decision.status.model_copy(deep=True)
-    if QUOTA_REFUSAL in error:
+    if refused.reason is Refusal.QUOTA:
         d.status.upgrade = record.model_copy(update={"no_room": True, "message": f"creating {record.driver} was refused: {error}"})
         d.phase(Phase.UPGRADING, Reason.NO_ROOM_FOR_UPGRADE, f"no room for driver {record.driver}: {error}; restarting instead")
         d.wait(0.0)
-        return d.finish("no-room")
+        return d.finish(Verb.NO_ROOM)
     message = (f"cannot create driver {record.driver} of the new spec: {error}; the upgrade is aborted and "
                f"{record.replaces} keeps running the previous spec (change the spec to try again)")  # fmt: skip
     d.status.upgrade = record.model_copy(update={"state": FAILED, "message": message})
@@ -281,4 +283,4 @@ def create_refused(inputs: Inputs, decision: Decision, error: str) -> Decision |
     d.reason = None
     d.event("Warning", Reason.UPGRADE_FAILED, message)
     d.add_problem(ProblemKind.UPGRADE_FAILED, message)
-    return d.finish("upgrade-failed")
+    return d.finish(Verb.UPGRADE_FAILED)

@@ -87,7 +87,7 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
         # register without it), read from a file: the key is in no pod's spec.
         import json
 
-        from controller.render import auth_secret_name
+        from controller.names import auth_secret_name
 
         secret = json.loads(sq.kubectl("get", "secret", auth_secret_name(query), "-o", "json").stdout)
         assert [o["kind"] for o in secret["metadata"]["ownerReferences"]] == ["StreamingQuery"]

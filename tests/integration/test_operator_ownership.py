@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from app.contract import GROUP, PLURAL, VERSION
-from controller import names, render
+from controller import names
 from controller.decide import spark_ui
 from app.contract.lease import lease_name
 from testbed.specs import query_spec
@@ -29,7 +29,7 @@ def _objects(ns: str) -> dict[str, dict]:
     """What exists before the query, as another controller or a person made it."""
     meta = lambda name: client.V1ObjectMeta(name=name, namespace=ns, labels=TENANT_LABELS)  # noqa: E731
     return {
-        "Service": client.V1Service(metadata=meta(spark_ui.service_name(Q)), spec=client.V1ServiceSpec(
+        "Service": client.V1Service(metadata=meta(names.spark_ui_service_name(Q)), spec=client.V1ServiceSpec(
             selector=TENANT_LABELS, ports=[client.V1ServicePort(port=8080)])),
         "ConfigMap": client.V1ConfigMap(metadata=meta(names.config_map_name(Q)), data={"platform": "settings"}),
         "RoleBinding": client.V1RoleBinding(
@@ -37,7 +37,7 @@ def _objects(ns: str) -> dict[str, dict]:
             role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-admin"),
             subjects=[client.RbacV1Subject(kind="ServiceAccount", name="platform-bot", namespace=ns)]),
         "Lease": client.V1Lease(metadata=meta(lease_name(Q)), spec=client.V1LeaseSpec(holder_identity="platform-bot")),
-        "PodDisruptionBudget": client.V1PodDisruptionBudget(metadata=meta(render.disruption_budget_name(Q)),
+        "PodDisruptionBudget": client.V1PodDisruptionBudget(metadata=meta(names.disruption_budget_name(Q)),
                                                             spec=client.V1PodDisruptionBudgetSpec(
                                                                 min_available=1, selector=client.V1LabelSelector(
                                                                     match_labels=TENANT_LABELS))),
@@ -109,14 +109,14 @@ def test_objects_holding_a_query_child_names_are_never_adopted_changed_or_delete
     # The disruption budget's name is taken too: the driver does not start beside another's budget.
     cluster.wait_status(Q, lambda s: "PodDisruptionBudget" in (s.get("message") or ""), 60, "a NameConflict naming the PDB")
     unchanged("the budget's name taken")
-    existing.policy.delete_namespaced_pod_disruption_budget(render.disruption_budget_name(Q), cluster.namespace)
+    existing.policy.delete_namespaced_pod_disruption_budget(names.disruption_budget_name(Q), cluster.namespace)
     del before["PodDisruptionBudget"]
 
     # Now the driver runs; the UI Service's name stays another's: no UI, said, the Service untouched.
     cluster.wait_driver(Q, 1)
     cluster.pod_runs(names.driver_name(Q, 1))
     cluster.wait_phase(Q, "Running")
-    taken = f"no Spark UI: Service {spark_ui.service_name(Q)} already exists and is not this query's"
+    taken = f"no Spark UI: Service {names.spark_ui_service_name(Q)} already exists and is not this query's"
     wait_for(lambda: any(taken in (e.message or "") for e in cluster.events(Q)), 30, "a NameConflict on the UI Service")
     assert cluster.status(Q).get("sparkUI") is None
     unchanged("the query running")

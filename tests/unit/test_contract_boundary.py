@@ -23,6 +23,7 @@ CONTRACTS = {
     "bench-does-not-use-tests",
     "testbed-is-below-its-users",
     "decide-is-pure",
+    "render-is-pure",
 }
 
 

@@ -16,6 +16,7 @@ from app.pipeline.exactly_once import connection_config
 from app.pipeline.plan import kafka_sink_options, kafka_source_options
 from controller import render
 from controller.config import Settings
+from controller.run import Run
 from testbed.specs import EXACTLY_ONCE, query_spec
 
 pytestmark = pytest.mark.unit
@@ -195,9 +196,9 @@ def test_a_failed_handshake_says_what_to_check(reason, says):
 # --- what the operator mounts -------------------------------------------------------------------
 
 
-def _run(spec: dict) -> render.Run:
+def _run(spec: dict) -> Run:
     parsed = validate_spec(spec)
-    return render.Run(query="payments", namespace="team-a", attempt=1, spec=parsed,
+    return Run(query="payments", namespace="team-a", attempt=1, spec=parsed,
                       checkpoint_location=parsed.checkpoint.location)  # fmt: skip
 
 

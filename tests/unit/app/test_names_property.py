@@ -5,7 +5,7 @@
   names; and no topic a namespace may create under its own prefix collides with another's control
   topic even once Kafka reads '.' and '_' as one (app.contract.exactly_once);
 * inside one namespace: two distinct (query, suffix) pairs of the same Kubernetes kind never share
-  a name (controller.names, controller.render, app.contract.lease, controller.decide.spark_ui).
+  a name (controller.names, app.contract.lease).
 
 Namespaces are DNS-1123 labels (Kubernetes' rule), queries DNS-1035 labels of at most 40
 characters (app.contract.names.QUERY_NAME_PATTERN, MAX_QUERY_NAME).
@@ -21,8 +21,6 @@ from app.contract import exactly_once as eos
 from app.contract.lease import lease_name
 from app.contract.names import MAX_QUERY_NAME
 from controller import names
-from controller.decide import spark_ui
-from controller.render import auth_secret_name, disruption_budget_name
 
 pytestmark = pytest.mark.unit
 
@@ -99,12 +97,12 @@ KINDS = {
             "executor": lambda q, n, m: f"{names.driver_name(q, n)}-exec-{m}"},  # spark.kubernetes.executor.podNamePrefix
     "SparkApplication": {"driver": lambda q, n, m: names.driver_name(q, n)},
     "ConfigMap": {"query": lambda q, n, m: names.config_map_name(q)},
-    "Service": {"driver-svc": lambda q, n, m: names.driver_service_name(q), "ui": lambda q, n, m: spark_ui.service_name(q)},
+    "Service": {"driver-svc": lambda q, n, m: names.driver_service_name(q), "ui": lambda q, n, m: names.spark_ui_service_name(q)},
     "ServiceAccount/Role/RoleBinding": {"lease": lambda q, n, m: names.lease_access_name(q)},
     "Lease": {"lease": lambda q, n, m: lease_name(q)},
-    "Secret": {"spark-auth": lambda q, n, m: auth_secret_name(q)},
-    "PodDisruptionBudget": {"drivers": lambda q, n, m: disruption_budget_name(q)},
-    "Ingress": {"ui": lambda q, n, m: spark_ui.service_name(q)},
+    "Secret": {"spark-auth": lambda q, n, m: names.auth_secret_name(q)},
+    "PodDisruptionBudget": {"drivers": lambda q, n, m: names.disruption_budget_name(q)},
+    "Ingress": {"ui": lambda q, n, m: names.spark_ui_service_name(q)},
 }  # fmt: skip
 
 

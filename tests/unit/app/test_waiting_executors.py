@@ -10,6 +10,7 @@ from app.driver.warmup import WarmUp
 from app.pipeline import session
 from controller import render
 from controller.config import Settings
+from controller.run import Run
 from testbed.specs import changed, query_spec
 
 pytestmark = pytest.mark.unit
@@ -43,7 +44,7 @@ def test_a_standby_driver_of_the_operator_holds_back_its_executors(executors, he
     """The conf the operator renders for a standby query's driver pod, read as its job reads it."""
     spec = validate_spec(changed(query_spec(), {"checkpoint.volume": PVC, "runtime.standby": True,
                                                 "runtime.executors": {"instances": executors}}))  # fmt: skip
-    run = render.Run(query="payments", namespace="team-a", attempt=2, spec=spec, checkpoint_location="/checkpoints/fraud",
+    run = Run(query="payments", namespace="team-a", attempt=2, spec=spec, checkpoint_location="/checkpoints/fraud",
                      standby=True)  # fmt: skip
     doc = load_document(render.query_document(run, Settings(job_image="streamq:9.9.9")))
     conf = session.spark_conf(doc.spec)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from app.contract.names import SPARK_UI_PORT
-from controller import render
+from controller import names, render
 from controller.decide import ApplySparkUIService, DeleteSparkUIService
-from controller.decide.spark_ui import service_name
 from controller.observe import DriverPhase
 from tests.unit.controller.test_decide_standby import STANDBY
 from tests.unit.controller.world import World, base_spec
@@ -81,7 +80,7 @@ def test_turning_it_off_deletes_the_service_and_clears_the_address():
 
 def test_the_rendered_service_selects_one_attempt_of_the_query_drivers():
     svc = render.spark_ui_service("q", "ns", 3)
-    assert svc["metadata"]["name"] == service_name("q") == "q-ui"
+    assert svc["metadata"]["name"] == names.spark_ui_service_name("q") == "q-ui"
     assert svc["spec"]["selector"] == {"streamq.io/query": "q", "streamq.io/component": "driver",
                                        "app.kubernetes.io/managed-by": "streamq", "streamq.io/attempt": "3"}  # fmt: skip
     assert svc["spec"]["ports"] == [{"name": "spark-ui", "port": SPARK_UI_PORT, "targetPort": SPARK_UI_PORT}]

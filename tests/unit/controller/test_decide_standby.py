@@ -143,7 +143,7 @@ def test_the_first_driver_of_a_standby_query_holds_a_lease_and_has_an_account():
     (run,) = creates(w.reconcile())
     pod = render.driver_pod(run, Settings())
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    # the query's own Lease account (controller.lease_access), not the driver account: no executors
+    # the query's own Lease account (controller.render.lease_access), not the driver account: no executors
     assert env["STREAMQ_LEASE"] == "q-driver" and pod["spec"]["serviceAccountName"] == "q-lease"
     assert "streamq.io/role" not in pod["metadata"]["labels"]
     w.change("q-driver-1", phase=DriverPhase.RUNNING, started_at=w.now)

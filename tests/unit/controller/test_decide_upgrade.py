@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from app.contract.load import validate_spec
-from controller.decide import CreateDriver, DeleteDriver, ReleaseLease, upgrade
+from controller.decide import CreateDriver, CreateRefused, DeleteDriver, Refusal, ReleaseLease, upgrade
 from controller.observe import DriverPhase, driver_from_pod
 from controller.phases import ConditionType, Phase, Reason
 from tests.unit.controller.world import World, base_spec
@@ -17,6 +17,7 @@ from tests.unit.controller.world import World, base_spec
 pytestmark = pytest.mark.unit
 
 NEW_THRESHOLD = {"transforms": [{"where": "value > 7"}]}
+QUOTA_MESSAGE = 'pods "q-driver-2" is forbidden: exceeded quota: small, requested: cpu=1'
 
 
 def creates(decision) -> list:
@@ -148,7 +149,7 @@ def test_a_quota_refusing_the_new_driver_falls_back_to_a_plain_restart():
     w = running()
     w.edit(**NEW_THRESHOLD)
     d = w.reconcile(apply=False)
-    refused = upgrade.create_refused(w.inputs(), d, 'pods "q-driver-2" is forbidden: exceeded quota: small, requested: cpu=1')
+    refused = upgrade.create_refused(w.inputs(), d, CreateRefused("q-driver-2", Refusal.QUOTA, QUOTA_MESSAGE))
     assert refused.verb == "no-room" and refused.status.upgrade.no_room and refused.requeue_after == 0
     w.status = refused.status  # the pod was never made
     d = w.reconcile()
@@ -160,12 +161,12 @@ def test_another_refusal_of_the_new_driver_aborts_the_upgrade():
     w = running()
     w.edit(**NEW_THRESHOLD)
     d = w.reconcile(apply=False)
-    refused = upgrade.create_refused(w.inputs(), d, "admission webhook denied the request")
+    refused = upgrade.create_refused(w.inputs(), d, CreateRefused("q-driver-2", Refusal.OTHER, "admission webhook denied the request"))
     assert refused.status.upgrade.state == "Failed" and refused.status.phase is Phase.RUNNING
     assert condition(refused, ConditionType.DEGRADED).reason == Reason.UPGRADE_FAILED
     w.status = refused.status
     assert w.reconcile().actions == ()  # the old driver runs on
-    assert upgrade.create_refused(w.inputs(), w.history[0], "x") is None  # not an upgrade's creation
+    assert upgrade.create_refused(w.inputs(), w.history[0], CreateRefused("q-driver-1", Refusal.OTHER, "x")) is None  # not an upgrade's
 
 
 def test_strategy_restart_is_a_plain_restart():

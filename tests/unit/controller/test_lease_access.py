@@ -1,5 +1,5 @@
 """A driver gets a token only when it needs one, and a standby query's driver reaches its own
-Lease and nothing else (controller.lease_access)."""
+Lease and nothing else (controller.render.lease_access)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import yaml
 
 from app.contract.load import validate_spec
 from app.contract.policy import Policy
-from controller import lease_access, names, render
+from controller import names, render
+from controller.render import lease_access
 from controller.access import DRIVER_ACCESS, LEASE_ACCESS, OPERATOR_ACCESS
 from controller.config import Settings
 from controller.run import Run

@@ -12,6 +12,7 @@ from app.contract.load import load_document, validate_spec
 from app.contract.names import MAX_QUERY_NAME, query_name_problem
 from controller import names, render
 from controller.config import Settings
+from controller.run import Run, spec_hash
 from tests.unit.controller.world import base_spec
 
 pytestmark = pytest.mark.unit
@@ -19,9 +20,9 @@ pytestmark = pytest.mark.unit
 SETTINGS = Settings(job_image="streamq:9.9.9", spark_version="4.3.0")
 
 
-def make_run(spec: dict | None = None, attempt: int = 3, location: str | None = None) -> render.Run:
+def make_run(spec: dict | None = None, attempt: int = 3, location: str | None = None) -> Run:
     parsed = validate_spec(spec or base_spec())
-    return render.Run(query="payments", namespace="team-a", attempt=attempt, spec=parsed,
+    return Run(query="payments", namespace="team-a", attempt=attempt, spec=parsed,
                       checkpoint_location=location or parsed.checkpoint.location)  # fmt: skip
 
 
@@ -37,7 +38,7 @@ def test_driver_pod_exact_fields():
         LABEL_MANAGED_BY: "streamq",
         names.LABEL_ATTEMPT: "3",
     }
-    assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == render.spec_hash(run.spec, "/checkpoints/q")
+    assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == spec_hash(run.spec, "/checkpoints/q")
     assert meta["annotations"][names.ANNOTATION_CHECKPOINT] == "/checkpoints/q"
     assert meta["annotations"][names.ANNOTATION_RESTART_NONCE] == ""  # recorded even when unset
     spec = pod["spec"]
@@ -257,10 +258,10 @@ def test_spec_hash_ignores_suspend_and_restart_policy_but_not_the_nonce_or_check
         validate_spec(base_spec(**{"restartPolicy.maxRestarts": 99})),
     ]
     different = [validate_spec(base_spec(restartNonce="1")), validate_spec(base_spec(**{"runtime.parallelism": 8}))]
-    h = render.spec_hash(a, "/c")
-    assert all(render.spec_hash(s, "/c") == h for s in same)
-    assert all(render.spec_hash(s, "/c") != h for s in different)
-    assert render.spec_hash(a, "/other") != h
+    h = spec_hash(a, "/c")
+    assert all(spec_hash(s, "/c") == h for s in same)
+    assert all(spec_hash(s, "/c") != h for s in different)
+    assert spec_hash(a, "/other") != h
 
 
 # --- names ---------------------------------------------------------------------------------
@@ -299,14 +300,14 @@ def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
 
     plain = make_run()
     resume = ResumeFrom('{"payments":{"0":40}}', batch_id=4, checkpoint="/checkpoints/q")
-    with_resume = render.Run(**{**plain.__dict__, "resume": resume})
+    with_resume = Run(**{**plain.__dict__, "resume": resume})
     doc = render.query_document(with_resume, SETTINGS)
     assert json.loads(doc["metadata"]["annotations"][RESUME_ANNOTATION]) == {
         "startingOffsets": '{"payments":{"0":40}}', "batchId": 4, "checkpoint": "/checkpoints/q"}
     loaded = load_document(doc)
     assert ResumeFrom.from_annotation(loaded.annotations[RESUME_ANNOTATION]) == resume
     assert "annotations" not in render.query_document(plain, SETTINGS)["metadata"]
-    assert render.spec_hash(plain.spec, plain.checkpoint_location) == render.spec_hash(with_resume.spec, with_resume.checkpoint_location)
+    assert spec_hash(plain.spec, plain.checkpoint_location) == spec_hash(with_resume.spec, with_resume.checkpoint_location)
 
 
 def test_executors_start_from_a_restricted_read_only_template():

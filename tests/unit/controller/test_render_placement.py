@@ -14,7 +14,7 @@ import pytest
 from app.contract.load import validate_spec
 from controller import names, render
 from controller.config import Settings
-from controller.run import run_fields
+from controller.run import Run, run_fields, spec_hash
 from tests.unit.controller.world import base_spec
 
 pytestmark = pytest.mark.unit
@@ -41,7 +41,7 @@ def placed(priority: str, label: str) -> dict[str, Any]:
     }
 
 
-def make_run(standby: bool = False, backend: str = "pod", instances: int = 2, **changes: Any) -> render.Run:
+def make_run(standby: bool = False, backend: str = "pod", instances: int = 2, **changes: Any) -> Run:
     spec = base_spec(**{
         "runtime.backend": backend,
         "runtime.driver": {"cores": 1, **placed("streaming-high", "cc-1")},
@@ -49,11 +49,11 @@ def make_run(standby: bool = False, backend: str = "pod", instances: int = 2, **
         **changes,
     })  # fmt: skip
     parsed = validate_spec(spec)
-    return render.Run(query="payments", namespace="team-a", attempt=3, spec=parsed,
+    return Run(query="payments", namespace="team-a", attempt=3, spec=parsed,
                       checkpoint_location=parsed.checkpoint.location, standby=standby)  # fmt: skip
 
 
-def operator_tolerations(run: render.Run) -> list[dict[str, Any]]:
+def operator_tolerations(run: Run) -> list[dict[str, Any]]:
     return render.driver_tolerations(run, SETTINGS)
 
 
@@ -71,7 +71,7 @@ def test_the_driver_pod_shows_every_field(standby):
     assert meta["annotations"]["team.example.com/owner"] == "payments@example.com"
     # the operator's own metadata is all still there
     assert names.labels("payments", names.COMPONENT_DRIVER, 3).items() <= meta["labels"].items()
-    assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == render.spec_hash(run.spec, run.checkpoint_location)
+    assert meta["annotations"][names.ANNOTATION_SPEC_HASH] == spec_hash(run.spec, run.checkpoint_location)
     assert (meta["labels"].get(names.LABEL_ROLE) == names.ROLE_STANDBY) is standby
 
 
@@ -149,7 +149,7 @@ def test_placement_is_part_of_what_a_driver_runs():
     """A new priority class or node selector needs a new driver pod: the spec hash says so."""
     before = make_run()
     after = make_run(**{"runtime.driver": {"priorityClassName": "streaming-low"}})
-    assert render.spec_hash(before.spec, "x") != render.spec_hash(after.spec, "x")
+    assert spec_hash(before.spec, "x") != spec_hash(after.spec, "x")
 
 
 def test_a_spec_without_placement_keeps_its_spec_hash():

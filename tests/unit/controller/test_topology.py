@@ -11,7 +11,7 @@ from app.contract.load import validate_spec
 from controller import names, render
 from controller.config import Settings
 from controller.observe import LeaseState, driver_from_pod, lease_from, needs_lease, observe
-from controller.run import run_fields, spec_hash
+from controller.run import Run, run_fields, spec_hash
 from tests.unit.controller.world import base_spec
 
 pytestmark = pytest.mark.unit
@@ -20,9 +20,9 @@ SETTINGS = Settings(job_image="streamq:9.9.9", spark_version="4.3.0")
 STANDBY = {"runtime.standby": True, "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}}
 
 
-def run_of(spec: dict, standby: bool = False) -> render.Run:
+def run_of(spec: dict, standby: bool = False) -> Run:
     parsed = validate_spec(spec)
-    return render.Run(query="payments", namespace="team-a", attempt=2, spec=parsed,
+    return Run(query="payments", namespace="team-a", attempt=2, spec=parsed,
                       checkpoint_location=parsed.checkpoint.location, standby=standby)  # fmt: skip
 
 

@@ -11,15 +11,16 @@ from controller.config import Settings
 from controller.decide import DeleteDriver, ResizeDriver, drivers
 from controller.observe import DriverPhase, driver_from_pod
 from controller.phases import Reason
+from controller.run import Run
 from tests.unit.controller.test_decide_standby import STANDBY, with_a_warm_standby
 from tests.unit.controller.world import World, base_spec
 
 pytestmark = pytest.mark.unit
 
 
-def _run(standby: bool, **changes) -> render.Run:
+def _run(standby: bool, **changes) -> Run:
     spec = validate_spec(base_spec(**STANDBY, **changes))
-    return render.Run(query="payments", namespace="team-a", attempt=2, spec=spec,
+    return Run(query="payments", namespace="team-a", attempt=2, spec=spec,
                       checkpoint_location=spec.checkpoint.location, standby=standby)  # fmt: skip
 
 

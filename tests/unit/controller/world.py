@@ -12,10 +12,11 @@ from typing import Any
 
 from app.contract.load import validate_spec
 from app.contract.policy import Policy
-from controller import lease_access, render
+from controller.render import lease_access
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
 from app.contract.progress import ProgressRecord
+from controller.run import spec_hash
 from controller.status import QueryStatus
 from testbed.specs import changed, query_spec
 
@@ -116,7 +117,7 @@ class World:
                 self.drivers.append(Driver(
                     kind="SparkApplication" if run.spec.runtime.backend.value == "sparkApplication" else "Pod",
                     name=run.driver_name, phase=DriverPhase.PENDING, attempt=run.attempt,
-                    spec_hash=render.spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
+                    spec_hash=spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
                     restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
                     fenced=lease_access.needs_lease(run, self.policy), created_at=self.now,
                 ))  # fmt: skip
@@ -135,4 +136,4 @@ class World:
 
     def run_spec_hash(self, spec: dict | None = None, location: str | None = None) -> str:
         parsed = validate_spec(spec or self.spec)
-        return render.spec_hash(parsed, location or parsed.checkpoint.location)
+        return spec_hash(parsed, location or parsed.checkpoint.location)

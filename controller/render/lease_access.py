@@ -36,6 +36,7 @@ from app.contract.lease import DURATION_S, lease_name
 from app.contract.policy import Policy, warm_upgrades
 from controller import names
 from controller.config import Settings
+from controller.render.meta import child
 from controller.run import Run
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
@@ -62,45 +63,29 @@ def service_account(run: Run, settings: Settings) -> str | None:
     return None
 
 
-def _meta(name: str, run: Run) -> dict[str, Any]:
-    return {"name": name, "namespace": run.namespace, "labels": names.labels(run.query, names.COMPONENT_LEASE)}
-
-
 def lease_account(run: Run) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(names.lease_access_name(run.query), run)}
+    return child("v1", "ServiceAccount", names.lease_access_name(run.query), run, names.COMPONENT_LEASE)
 
 
 def lease_role(run: Run) -> dict[str, Any]:
-    return {
-        "apiVersion": RBAC_API_VERSION,
-        "kind": "Role",
-        "metadata": _meta(names.lease_access_name(run.query), run),
-        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                   "resourceNames": [lease_name(run.query)], "verbs": list(LEASE_VERBS)}],  # fmt: skip
-    }
+    rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+              "resourceNames": [lease_name(run.query)], "verbs": list(LEASE_VERBS)}]  # fmt: skip
+    return child(RBAC_API_VERSION, "Role", names.lease_access_name(run.query), run, names.COMPONENT_LEASE, rules=rules)
 
 
 def lease_role_binding(run: Run, account: str) -> dict[str, Any]:
     """The Role to ``account``. The subject follows the spec (executors on or off): the
     reconcile path creates it, or patches its subjects to the newest driver's account."""
     name = names.lease_access_name(run.query)
-    return {
-        "apiVersion": RBAC_API_VERSION,
-        "kind": "RoleBinding",
-        "metadata": _meta(name, run),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": run.namespace}],
-    }
+    return child(RBAC_API_VERSION, "RoleBinding", name, run, names.COMPONENT_LEASE,
+                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                 subjects=[{"kind": "ServiceAccount", "name": account, "namespace": run.namespace}])
 
 
 def lease(run: Run) -> dict[str, Any]:
     """The query's Lease, free: the first driver takes it with ``update`` (app.driver.lease_holder.Candidate: no holder)."""
-    return {
-        "apiVersion": LEASE_API_VERSION,
-        "kind": "Lease",
-        "metadata": _meta(lease_name(run.query), run),
-        "spec": {"leaseDurationSeconds": int(DURATION_S)},
-    }
+    spec = {"leaseDurationSeconds": int(DURATION_S)}
+    return child(LEASE_API_VERSION, "Lease", lease_name(run.query), run, names.COMPONENT_LEASE, spec=spec)
 
 
 def objects(run: Run, settings: Settings) -> list[dict[str, Any]]:
