@@ -14,8 +14,8 @@ if __name__ == "__main__":
         main()
     except Exception as exc:  # a crash before the job could say why: the operator still learns it
         from app.contract import ExitCode
-        from app.pipeline.failures import one_line
         from app.driver.run import RunOptions, write_termination_log
+        from app.pipeline.failures import one_line
 
         write_termination_log(RunOptions.from_env().termination_log, f"{ExitCode.QUERY_FAILED.name}: {one_line(str(exc))}")
         raise

@@ -37,9 +37,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from confluent_kafka import Producer
 
@@ -47,8 +48,20 @@ from bench import report
 from bench.common import ROOT, LoadSampler, git_commit, log, machine, now_iso, write_results
 from testbed.cluster import choose_provider, create_cluster
 from testbed.cluster.addons import OPERATOR_NAMESPACE, setup
-from testbed.cluster.workload import (NAMESPACE, Kafka, Output, Queries, condition, flagged, fraud_spec, fraud_spec_s3, kafka_pod,
-                                     payments, reconnect_kafka, wait_output)
+from testbed.cluster.workload import (
+    NAMESPACE,
+    Kafka,
+    Output,
+    Queries,
+    condition,
+    flagged,
+    fraud_spec,
+    fraud_spec_s3,
+    kafka_pod,
+    payments,
+    reconnect_kafka,
+    wait_output,
+)
 from testbed.wait import WaitTimeout, wait_for
 
 ANY_CLUSTER = ("driver-pod-deleted", "driver-container-killed", "broker-pod-deleted", "operator-pod-killed")
@@ -80,8 +93,7 @@ def pick_faults(requested: str | None, allowed: list[str]) -> list[str]:
         raise ValueError(f"unknown fault(s) {', '.join(unknown)}; known: {', '.join(ANY_CLUSTER + OWN_NODE + SEVERAL_NODES)}")
     refused = [n for n in names if n not in allowed]
     if refused:
-        raise ValueError(f"only on a cluster this run brings up (not one named by STREAMQ_E2E_KUBECONFIG): "
-                         f"{', '.join(refused)}")
+        raise ValueError(f"only on a cluster this run brings up (not one named by STREAMQ_E2E_KUBECONFIG): {', '.join(refused)}")
     return names
 
 
@@ -227,8 +239,12 @@ def _operator(run: Run) -> Injected:
     run.cluster.kill_container(container["containerID"])
     run.cluster.kubectl("-n", OPERATOR_NAMESPACE, "delete", "pod", killed, "--grace-period=0", "--force", "--wait=false")
     # The query's status says Running all along (nobody updates it): what counts is an operator back to read it.
-    return Injected(f"operator {killed}", ready=lambda: any(
-        p["metadata"]["name"] != killed and condition(p["status"], "Ready").get("status") == "True" for p in live()))
+    return Injected(
+        f"operator {killed}",
+        ready=lambda: any(
+            p["metadata"]["name"] != killed and condition(p["status"], "Ready").get("status") == "True" for p in live()
+        ),
+    )
 
 
 def _apiserver(run: Run) -> Injected:
@@ -242,8 +258,13 @@ def _node(run: Run) -> Injected:
     pod = run.sq.driver_pod(run.name)
     node = pod["spec"]["nodeName"]
     run.cluster.pause_node(node)
-    return Injected(f"node {node} of driver {pod['metadata']['name']} paused {NODE_DOWN_S} s", since_attempt=attempt,
-                    restore=lambda: run.cluster.unpause_node(node), restore_after_s=NODE_DOWN_S, running_while_down=True)
+    return Injected(
+        f"node {node} of driver {pod['metadata']['name']} paused {NODE_DOWN_S} s",
+        since_attempt=attempt,
+        restore=lambda: run.cluster.unpause_node(node),
+        restore_after_s=NODE_DOWN_S,
+        running_while_down=True,
+    )
 
 
 def _restart(run: Run, component: str) -> Injected:
@@ -399,14 +420,18 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
                 for number, (at_s, fault) in enumerate(plan, 1):
                     time.sleep(max(0.0, t_start + at_s - time.monotonic()))  # the schedule, not a condition
                     row = one_fault(r, number, fault, t_start, args.recovery_timeout)
-                    log(f"fault {number} {fault}: Running again {row['runningAgainS']} s, output growing {row['outputGrowingS']} s; {row['note']}")
+                    log(
+                        f"fault {number} {fault}: Running again {row['runningAgainS']} s, output growing {row['outputGrowingS']} s; {row['note']}"
+                    )
                     results["faults"].append(row)
                 time.sleep(max(0.0, t_start + args.minutes * 60 - time.monotonic()))  # the rest of the load
                 results["producerAliveAtEnd"] = feed.is_alive()  # False: it died mid-run (its exception is on stderr)
                 feed.stop()
                 feed.finish(TAIL)
                 source_records = kafka.read_all(source, timeout=300)
-                log(f"producer stopped: {feed.next_id:,} produced, {feed.undelivered:,} undelivered, {len(source_records):,} in the source")
+                log(
+                    f"producer stopped: {feed.next_id:,} produced, {feed.undelivered:,} undelivered, {len(source_records):,} in the source"
+                )
                 try:
                     wait_output(kafka, sink, flagged(source_records), args.drain_timeout, lambda: sq.describe(name))
                 except WaitTimeout as exc:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import platform
+import re
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -301,4 +302,3 @@ def kafka_broker(workdir: Path):
     from testbed.kafka_broker import KafkaBroker
 
     return KafkaBroker(workdir=workdir)
-

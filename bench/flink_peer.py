@@ -37,8 +37,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = ROOT / "hack" / "install-flink.sh"
@@ -221,12 +222,16 @@ class FlinkPeer:
 
     def job(self) -> dict[str, Any]:
         return {
-            "config": job_config(self.partitions, connector_jars(), checkpoint_interval_ms=self.checkpoint_interval_ms,
-                                 tmp_dir=self.workdir / "tmp"),  # fmt: skip
+            "config": job_config(
+                self.partitions,
+                connector_jars(),
+                checkpoint_interval_ms=self.checkpoint_interval_ms,
+                tmp_dir=self.workdir / "tmp",
+            ),  # fmt: skip
             "statements": job_statements(self.bootstrap, self.source, self.sink, startup_mode=self.startup_mode),
         }
 
-    def start(self) -> "FlinkPeer":
+    def start(self) -> FlinkPeer:
         """Start the job and return at once (raises :class:`FlinkNotInstalled`)."""
         if self.proc is not None and self.proc.poll() is None:
             return self
@@ -317,7 +322,7 @@ class FlinkPeer:
             parts.append(f"==> {path.name} <==\n" + "\n".join(text))
         return "\n".join(parts) or "(no log)"
 
-    def __enter__(self) -> "FlinkPeer":
+    def __enter__(self) -> FlinkPeer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

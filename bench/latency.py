@@ -47,24 +47,24 @@ from bench.common import (
     RESULTS_DIR,
     LoadSampler,
     git_commit,
+    jvm_thread_seconds,
     kafka_broker,
     log,
     machine,
     now_iso,
     other_cpu_hogs,
-    set_autogroup_nice,
-    jvm_thread_seconds,
     print_table,
+    set_autogroup_nice,
     tree_sched_seconds,
     write_results,
 )
 from bench.latency_clients import (
     PASS_FRACTION,
     SOURCE_TOPIC_CONFIG,
+    TICK_MS,
     consumer_main,
     passes,
     passes_all,
-    TICK_MS,
     producer_main,
     read_received,
 )
@@ -128,7 +128,9 @@ class ModeRun:
         self.workdir.mkdir(parents=True)
         partitions = getattr(args, "partitions", 2)
         split = not getattr(args, "no_split", False)
-        self.source = broker.create_topic(make_topic_name(f"lat-{mode}-in"), partitions, config=SOURCE_TOPIC_CONFIG if split else None)
+        self.source = broker.create_topic(
+            make_topic_name(f"lat-{mode}-in"), partitions, config=SOURCE_TOPIC_CONFIG if split else None
+        )
         self.job = None
         self.spec: dict | None = None
         baseline = mode == "baseline"
@@ -165,7 +167,9 @@ class ModeRun:
         from testbed.jobs import JobProcess
         from testbed.specs import FRAUD_TRANSFORMS, query_spec, write_resource
 
-        transforms = FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
+        transforms = (
+            FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
+        )
         spec = query_spec(bootstrap=self.broker.bootstrap, topic=self.source, sink_topic=self.out_topic,
                           location=self.workdir / "checkpoint", trigger=PATHS[self.mode], transforms=transforms)  # fmt: skip
         if self.args.conf:
@@ -385,6 +389,7 @@ def cells(runs: list[dict]) -> dict[str, dict[str, Any]]:
 
 def summary_table(results: dict) -> tuple[list[str], list[list]]:
     """The headers and rows printed at the end of a run."""
+
     def span(figure: dict | None, key: str) -> str:
         f = (figure or {}).get(key)
         return f"{f['median']:.1f} ({f['min']:.1f}-{f['max']:.1f})" if f else "-"
@@ -414,22 +419,31 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
     parser.add_argument("--source-option", type=parse_kv, action="append", default=[], help="Kafka source option k=v")
     parser.add_argument("--sink-option", type=parse_kv, action="append", default=[], help="Kafka sink option k=v")
-    parser.add_argument("--exactly-once", action="store_true",
-                        help="the job's Kafka sink writes exactly once (sink.kafka.delivery exactlyOnce; microBatch only)")
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="the job's Kafka sink writes exactly once (sink.kafka.delivery exactlyOnce; microBatch only)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--paths", "--modes", dest="paths", default=",".join(ALL_PATHS), help="comma separated, from " + ",".join(ALL_PATHS))
+    parser.add_argument(
+        "--paths", "--modes", dest="paths", default=",".join(ALL_PATHS), help="comma separated, from " + ",".join(ALL_PATHS)
+    )
     # 1k/s first: a job started straight into 10k/s on these 2 cores falls seconds behind in its
     # cold JIT and has no CPU left to catch up (bench/results/tuning/latency-dbg-nosplit-*.json).
     parser.add_argument("--rates", default="1000,10000", help="records/s, each measured on the same job in this order")
     parser.add_argument("--reps", type=int, default=3, help="repetitions; each starts every path afresh, order rotated")
     parser.add_argument("--cold", type=float, default=10.0, help="seconds after the first output counted as the cold figure")
-    parser.add_argument("--warmup", type=float, default=15.0, help="seconds before each measured window (after the cold one), not counted")
+    parser.add_argument(
+        "--warmup", type=float, default=15.0, help="seconds before each measured window (after the cold one), not counted"
+    )
     # A faster rate makes the JIT compile again: at 10k/s the job's compilers used 0.3 core for
     # ~40 s after the step up, and the p99 fell 3-5x once they were done (bench/results/settle-*.json).
-    parser.add_argument("--rewarm", type=float, default=60.0, help="seconds at each later rate before its measured window, not counted")
+    parser.add_argument(
+        "--rewarm", type=float, default=60.0, help="seconds at each later rate before its measured window, not counted"
+    )
     parser.add_argument("--measure", type=float, default=12.0, help="seconds measured per rate")
     parser.add_argument("--drain-timeout", type=float, default=15.0)
     parser.add_argument("--broker-warmup", type=float, default=20.0, help="seconds of unrecorded traffic before the first path")
@@ -437,8 +451,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one short repetition: checks the harness")
     parser.add_argument("--label", default="", help="a word for the results file (a setting tried: goes to tuning/)")
     parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--tick-ms", type=float, default=TICK_MS,
-                        help="the producer wakes at most once per tick (0: for every record, the first harness)")
+    parser.add_argument(
+        "--tick-ms",
+        type=float,
+        default=TICK_MS,
+        help="the producer wakes at most once per tick (0: for every record, the first harness)",
+    )
     parser.add_argument("--no-split", action="store_true", help="no broker append times, the tests' projection as it is")
     parser.add_argument("--autogroup-nice", type=int, default=0,
                         help="e.g. -10: more CPU weight for the benchmark's session than other sessions' (root only)")  # fmt: skip

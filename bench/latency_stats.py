@@ -8,7 +8,8 @@ digits, base64) so plots and tables are redrawn from the results file alone.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from devtools.payments import percentile
 
@@ -37,7 +38,9 @@ def hdr_percentiles_ms(encoded: str, quantiles: Sequence[float]) -> list[float]:
 
 
 def _pcts(sorted_ms) -> dict[str, float | None]:
-    return {k: (round(float(percentile(sorted_ms, q, presorted=True)), 3) if len(sorted_ms) else None) for k, q in QUANTILES.items()}
+    return {
+        k: (round(float(percentile(sorted_ms, q, presorted=True)), 3) if len(sorted_ms) else None) for k, q in QUANTILES.items()
+    }
 
 
 def window(data, first: int, last: int, passes, *, expected_rate: float | None = None, by_second: bool = False) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devtools.payments import percentile
 from bench.common import (
     LoadSampler,
     git_commit,
@@ -41,6 +40,7 @@ from bench.common import (
     tree_cpu_seconds,
     write_results,
 )
+from devtools.payments import percentile
 
 NAMESPACE = "bench"
 
@@ -136,9 +136,9 @@ def run(args) -> dict[str, Any]:
 
     from app.contract import GROUP, PLURAL, VERSION
     from controller import names
+    from testbed.kube import KubeApiServer
     from testbed.operator import Operator
     from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
-    from testbed.kube import KubeApiServer
 
     results: dict[str, Any] = {
         "bench": "operator", "started": now_iso(), "commit": git_commit(), "machine": machine(),

@@ -1,6 +1,6 @@
 """PNG plots for docs/benchmarks.md from the JSON results (matplotlib, no display).
 
-    .venv/bin/python -m bench.plots            # from the newest results of each benchmark
+.venv/bin/python -m bench.plots            # from the newest results of each benchmark
 """
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ from pathlib import Path
 from bench.common import ROOT, latest_results, log
 
 IMG_DIR = ROOT / "docs" / "img"
-COLORS = {"baseline": "tab:gray", "continuous": "tab:blue", "realTime": "tab:green", "realTime30s": "tab:olive",
-          "microBatch": "tab:red", "flink": "tab:purple"}
+COLORS = {
+    "baseline": "tab:gray",
+    "continuous": "tab:blue",
+    "realTime": "tab:green",
+    "realTime30s": "tab:olive",
+    "microBatch": "tab:red",
+    "flink": "tab:purple",
+}
 
 
 def _pyplot():
@@ -128,8 +134,12 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
 
 def main() -> int:
     done = False
-    for bench, draw in (("latency", latency_plots), ("recovery-continuous", recovery_plot), ("recovery-realTime", recovery_plot),
-                        ("recovery-microBatch", recovery_plot)):
+    for bench, draw in (
+        ("latency", latency_plots),
+        ("recovery-continuous", recovery_plot),
+        ("recovery-realTime", recovery_plot),
+        ("recovery-microBatch", recovery_plot),
+    ):
         path = latest_results(bench)
         if path is not None:
             draw(path)

@@ -47,9 +47,23 @@ from bench.common import RESULTS_DIR, LoadSampler, kafka_broker, log, now_iso, s
 from bench.latency import ModeRun, add_job_options
 
 ATTR_DIR = RESULTS_DIR / "attribution"
-KAFKA_APIS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit", 9: "OffsetFetch",
-              10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat", 18: "ApiVersions", 19: "CreateTopics",
-              22: "InitProducerId", 32: "DescribeConfigs", 60: "DescribeCluster", 68: "ConsumerGroupHeartbeat"}
+KAFKA_APIS = {
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    22: "InitProducerId",
+    32: "DescribeConfigs",
+    60: "DescribeCluster",
+    68: "ConsumerGroupHeartbeat",
+}
 
 
 def uptime() -> str:
@@ -605,7 +619,9 @@ def print_summary(r: dict[str, Any]) -> None:
         for key in ("parks", "monitorWaits", "socketReads"):
             print(f"\nJFR {key} (thread, first non-JDK frame, per s, median ms, total ms):")
             for row in jfr.get(key, [])[:10]:
-                print(f"  {row['thread'][:50]:50} {row['at'][:70]:70} {row['perS']:8.1f}/s {row['medianMs']:8.3f} {row['totalMs']:9.1f}")
+                print(
+                    f"  {row['thread'][:50]:50} {row['at'][:70]:70} {row['perS']:8.1f}/s {row['medianMs']:8.3f} {row['totalMs']:9.1f}"
+                )
         gc = {k: v for k, v in jfr.get("gc", {}).items() if k != "pauses"}
         print(f"\nGC: {gc}")
         print(f"process starts: {jfr.get('processStarts')}")
@@ -636,8 +652,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=15.0, help="seconds profiled (and measured)")
     add_job_options(parser)
     parser.add_argument("--label", default="")
-    parser.add_argument("--spark-log-level", default="ERROR",
-                        help="the job's STREAMQ_SPARK_LOG_LEVEL: ERROR as bench.latency runs it, WARN as a pod runs it")
+    parser.add_argument(
+        "--spark-log-level",
+        default="ERROR",
+        help="the job's STREAMQ_SPARK_LOG_LEVEL: ERROR as bench.latency runs it, WARN as a pod runs it",
+    )
     parser.add_argument("--autogroup-nice", type=int, default=0, help="as bench.latency's --autogroup-nice")
     parser.add_argument("--top", type=int, default=25, help="thread groups kept per process")
     parser.add_argument("--workdir", default="/tmp/latency-work")

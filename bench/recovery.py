@@ -40,16 +40,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from devtools.payments import percentile
-from bench.common import LoadSampler, kafka_broker, git_commit, log, machine, now_iso, other_cpu_hogs, print_table, table, write_results
+from bench.common import (
+    LoadSampler,
+    git_commit,
+    kafka_broker,
+    log,
+    machine,
+    now_iso,
+    other_cpu_hogs,
+    print_table,
+    table,
+    write_results,
+)
 from bench.latency import TRIGGERS, ModeRun, passes, read_received
+from devtools.payments import percentile
 
 QUERY_STARTED = " started in "  # the job's log line once query.start() returned
 LEASE_TAKEN = "holding lease"  # app.driver.lease_holder: the next driver got the Lease
@@ -233,6 +244,7 @@ def run(args) -> dict[str, Any]:
     import numpy as np
 
     from app.checkpoints.reader import read_checkpoint
+
     sampler = LoadSampler()
     results: dict[str, Any] = {
         "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),
@@ -286,7 +298,9 @@ def run(args) -> dict[str, Any]:
             log(f"kill {kill}: restart -> first output {row['restartToFirstOutputS']} s "
                 f"(kill -> first output {row['killToFirstOutputS']} s), last committed epoch/batch at kill {state.last_committed}")  # fmt: skip
             if first is None:
-                raise RuntimeError(f"no output within {args.restart_timeout}s after restart {kill}:\n{mode_run.job.log()[-3000:]}")
+                raise RuntimeError(
+                    f"no output within {args.restart_timeout}s after restart {kill}:\n{mode_run.job.log()[-3000:]}"
+                )
         time.sleep(args.steady)
         sent = mode_run.halt()
         data, counted = count_output(mode_run.received_path, sent["last"], args.drain_timeout)
@@ -340,18 +354,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-timeout", type=float, default=240.0)
     parser.add_argument("--drain-timeout", type=float, default=120.0)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--caught-up-lag", type=float, default=None,
-                        help="output counts as caught up when its newest record is this many seconds old "
-                             "(default 1 for continuous/realTime, 5 for microBatch)")
+    parser.add_argument(
+        "--caught-up-lag",
+        type=float,
+        default=None,
+        help="output counts as caught up when its newest record is this many seconds old "
+        "(default 1 for continuous/realTime, 5 for microBatch)",
+    )
     parser.add_argument("--catch-up-timeout", type=float, default=120.0)
     parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
-    parser.add_argument("--standby", choices=["none", "release", "expire"], default="none",
-                        help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire")
+    parser.add_argument(
+        "--standby",
+        choices=["none", "release", "expire"],
+        default="none",
+        help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire",
+    )
     parser.add_argument("--in-place", action="store_true", help="fail the query (failpoint) instead of killing the driver")
-    parser.add_argument("--upgrade", choices=["none", "warm", "restart"], default="none",
-                        help="stop the driver as a spec change does (SIGTERM): after a warm next driver waits on the Lease, or then start it cold")
-    parser.add_argument("--exactly-once", action="store_true",
-                        help="sink.kafka.delivery exactlyOnce (microBatch, availableNow); the reader is read_committed")
+    parser.add_argument(
+        "--upgrade",
+        choices=["none", "warm", "restart"],
+        default="none",
+        help="stop the driver as a spec change does (SIGTERM): after a warm next driver waits on the Lease, or then start it cold",
+    )
+    parser.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="sink.kafka.delivery exactlyOnce (microBatch, availableNow); the reader is read_committed",
+    )
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--keep-workdir", action="store_true", help="keep the jobs' logs and checkpoints")
     args = parser.parse_args(argv)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bench.common import ROOT, latest_results, table
 
@@ -42,7 +42,7 @@ def _span(figure: dict | None, key: str) -> str:
     f = (figure or {}).get(key)
     if not f:
         return "-"
-    fmt = (lambda v: f"{v:,.0f}") if f["median"] >= 100 else (lambda v: f"{v:.1f}")  # noqa: E731
+    fmt = (lambda v: f"{v:,.0f}") if f["median"] >= 100 else (lambda v: f"{v:.1f}")
     return f"{fmt(f['median'])} ({fmt(f['min'])}-{fmt(f['max'])})"
 
 
@@ -74,7 +74,9 @@ def rewarm_text(settings: dict) -> str:
 def measured_windows(r: dict) -> str:
     """The measured window's length; a path whose window was stretched to whole batches (measuredS) says so."""
     base = r["settings"]["measure"]
-    longer = {run["path"]: st["measuredS"] for run in r["runs"] for st in run.get("steps", []) if st.get("measuredS", base) != base}
+    longer = {
+        run["path"]: st["measuredS"] for run in r["runs"] for st in run.get("steps", []) if st.get("measuredS", base) != base
+    }
     extra = "; ".join(f"{p} {v:.0f} s" for p, v in sorted(longer.items()))
     return f"{base:.0f} s" + (f" ({extra}: whole batches, at least two)" if extra else "")
 
@@ -94,7 +96,9 @@ def where_the_cpu_went(r: dict) -> str:
             jit = [st["jvmCores"] for st in steps if st.get("jvmCores")]
             jit_cold = med([j["cold"]["jit"] for j in jit if j.get("cold")])
             jit_measured = med([j["measured"]["jit"] for j in jit])
-            seconds = ["/".join(f"{v:,.0f}" for v in (st["cold"] or {}).get("p99BySecondMs", [])) for st in steps if st.get("cold")]
+            seconds = [
+                "/".join(f"{v:,.0f}" for v in (st["cold"] or {}).get("p99BySecondMs", [])) for st in steps if st.get("cold")
+            ]
             rows.append([path, int(rate), cores["job"] if path != "baseline" else None, cores["broker"], cores["producer"],
                          cores["consumer"], jit_cold, jit_measured, "; ".join(seconds) or None])  # fmt: skip
     return table(["path", "rate/s", "job cores", "broker cores", "producer cores", "consumer cores",
@@ -264,8 +268,10 @@ def write_page(page: Path = PAGE, latest: bool = False, repoint: Sequence[str] =
             if (latest and m["follow"]) or m["file"] in moved:
                 path = latest_results(kind_of(path), path.parent) or path
         cited.append(str(path.relative_to(ROOT)))
-        return (f"<!-- bench.report {m['follow'] or ''}{path.relative_to(ROOT)} -->\n{render(path).rstrip()}\n\n"
-                f"<!-- /bench.report -->")
+        return (
+            f"<!-- bench.report {m['follow'] or ''}{path.relative_to(ROOT)} -->\n{render(path).rstrip()}\n\n"
+            f"<!-- /bench.report -->"
+        )
 
     page.write_text(BLOCK.sub(block, text))
     return cited

@@ -24,7 +24,7 @@ from typing import Any
 
 from bench import latency_stats as stats
 from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, print_table, write_results
-from bench.latency import PATHS, ModeRun, jvm_cores_between, add_job_options, kept_going, warm_broker
+from bench.latency import PATHS, ModeRun, add_job_options, jvm_cores_between, kept_going, warm_broker
 from bench.latency_clients import read_received
 
 

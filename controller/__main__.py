@@ -52,7 +52,9 @@ def operator(
     ctx: typer.Context,
     namespaces: Annotated[
         list[str] | None,
-        typer.Option("-n", "--namespace", metavar="NAMESPACE", help="Watch this namespace (repeatable). \\[env: STREAMQ_NAMESPACES=a,b]"),
+        typer.Option(
+            "-n", "--namespace", metavar="NAMESPACE", help="Watch this namespace (repeatable). \\[env: STREAMQ_NAMESPACES=a,b]"
+        ),
     ] = None,
     all_namespaces: Annotated[
         bool, typer.Option("-A", "--all-namespaces", help="Watch the whole cluster (the default when no namespace is given).")
@@ -64,14 +66,18 @@ def operator(
     # one active replica and hot standbys that take over when it goes away.
     priority: Annotated[
         int | None,
-        typer.Option(metavar="N", help="This replica's peering priority (default: random, so replicas differ). \\[env: STREAMQ_PEERING_PRIORITY]"),
+        typer.Option(
+            metavar="N",
+            help="This replica's peering priority (default: random, so replicas differ). \\[env: STREAMQ_PEERING_PRIORITY]",
+        ),
     ] = None,
     standalone: Annotated[bool, typer.Option("--standalone", help="No peering at all. \\[env: STREAMQ_STANDALONE=1]")] = False,
     liveness: Annotated[
         str | None, typer.Option(metavar="URL", help="e.g. http://0.0.0.0:8080/healthz \\[env: STREAMQ_LIVENESS]")
     ] = None,
     metrics_port: Annotated[
-        int | None, typer.Option(metavar="PORT", help="Prometheus metrics; 0 turns them off (default 9090). \\[env: STREAMQ_METRICS_PORT]")
+        int | None,
+        typer.Option(metavar="PORT", help="Prometheus metrics; 0 turns them off (default 9090). \\[env: STREAMQ_METRICS_PORT]"),
     ] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False,
     debug: Annotated[bool, typer.Option("--debug")] = False,

@@ -32,19 +32,34 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     **_resource("apiextensions.k8s.io", "customresourcedefinitions", list=QUERY_EVENTS, watch=QUERY_EVENTS),
     **_resource("", "namespaces", list=QUERY_EVENTS, watch=QUERY_EVENTS),
     # the StreamingQueries: read, watched, the finalizer and kopf's progress annotations, status
-    **_resource(GROUP, PLURAL, get=("kube.py", "self.custom.get_namespaced_custom_object("), list=QUERY_DAEMONS,
-                watch=QUERY_DAEMONS, patch=("handlers.py", "settings.persistence.finalizer = names.FINALIZER")),
+    **_resource(
+        GROUP,
+        PLURAL,
+        get=("kube.py", "self.custom.get_namespaced_custom_object("),
+        list=QUERY_DAEMONS,
+        watch=QUERY_DAEMONS,
+        patch=("handlers.py", "settings.persistence.finalizer = names.FINALIZER"),
+    ),
     **_resource(GROUP, f"{PLURAL}/status", patch=("kube.py", "self.custom.patch_namespaced_custom_object_status(")),
     # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
-    **_resource("", "pods", get=GET_META, list=("kube.py", "self.core.list_namespaced_pod("),
-                watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'), create=CREATE, delete=DELETE),
+    **_resource(
+        "",
+        "pods",
+        get=GET_META,
+        list=("kube.py", "self.core.list_namespaced_pod("),
+        watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'),
+        create=CREATE,
+        delete=DELETE,
+    ),
     **_resource("", "pods/log", get=("kube.py", "self.core.read_namespaced_pod_log(")),
     # a driver that waited on the Lease grows to its CPU request once it runs the query (in place)
     **_resource("", "pods/resize", patch=("kube.py", "self.core.patch_namespaced_pod_resize(")),
     # the query's ConfigMap (created, then overwritten for the next driver) and the driver's Service;
     # the Spark UI Service (spec.runtime.sparkUI): its selector moved to the current attempt, deleted when turned off
     **_resource("", "configmaps", get=GET_META, create=CREATE, update=("kube.py", "self.core.replace_namespaced_config_map(")),
-    **_resource("", "services", get=GET_META, create=CREATE, patch=("kube.py", "self.core.patch_namespaced_service("), delete=DELETE),
+    **_resource(
+        "", "services", get=GET_META, create=CREATE, patch=("kube.py", "self.core.patch_namespaced_service("), delete=DELETE
+    ),
     # the Spark UI Ingress, when the chart's sparkUI.ingress.host is set: created once, deleted with the UI
     **_resource("networking.k8s.io", "ingresses", get=GET_META, create=CREATE, delete=DELETE),
     # the query's Spark auth Secret (render.auth_secret): created once; only its metadata is ever read
@@ -55,21 +70,38 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     # released for the standby when its holder's container has ended, read when a driver's node is lost
     # (observe.needs_lease: may it be force-deleted?). get and update also let the operator grant them
     # on that one Lease (RBAC's escalation check: it grants only what it holds)
-    **_resource("coordination.k8s.io", "leases", create=CREATE, get=("kube.py", "self.coordination.read_namespaced_lease("),
-                update=("kube.py", "self.coordination.replace_namespaced_lease(")),
+    **_resource(
+        "coordination.k8s.io",
+        "leases",
+        create=CREATE,
+        get=("kube.py", "self.coordination.read_namespaced_lease("),
+        update=("kube.py", "self.coordination.replace_namespaced_lease("),
+    ),
     # a standby query's own Lease account, and the Role and RoleBinding that give its driver's account
     # get and update on the query's Lease only (render.lease_access): created once; the binding's subject
     # follows the spec (the driver account when executors run)
     **_resource("", "serviceaccounts", get=GET_META, create=CREATE),
     **_resource("rbac.authorization.k8s.io", "roles", get=GET_META, create=CREATE),
-    **_resource("rbac.authorization.k8s.io", "rolebindings", get=GET_META, create=CREATE,
-                patch=("kube.py", "self.rbac.patch_namespaced_role_binding(")),
+    **_resource(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        get=GET_META,
+        create=CREATE,
+        patch=("kube.py", "self.rbac.patch_namespaced_role_binding("),
+    ),
     # a standby query's PodDisruptionBudget (render.disruption_budget): created once with its Lease,
     # deleted when a driver of the query without standby is created (render.absent_children)
     **_resource("policy", "poddisruptionbudgets", get=GET_META, create=CREATE, delete=DELETE),
     # the sparkApplication backend
-    **_resource(SPARK_GROUP, SPARK_PLURAL, get=GET_META, list=("kube.py", "self.custom.list_namespaced_custom_object("),
-                watch=("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"), create=CREATE, delete=DELETE),
+    **_resource(
+        SPARK_GROUP,
+        SPARK_PLURAL,
+        get=GET_META,
+        list=("kube.py", "self.custom.list_namespaced_custom_object("),
+        watch=("handlers.py", "@kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL"),
+        create=CREATE,
+        delete=DELETE,
+    ),
     # events of every transition (kopf.event posts core/v1 Events)
     **_resource("", "events", create=("handlers.py", "kopf.event(body, type=event.type")),
 }
@@ -84,7 +116,7 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
 # its own Lease through the query's RoleBinding (render.lease_access), whatever its account.
 DRIVER_ACCESS: dict[tuple[str, str, str], str] = {
     ("", "pods", "get"): "ExecutorPodsAllocator: the driver looks up its own pod (spark.kubernetes.driver.pod.name); "
-                         "ExecutorPodsLifecycleManager: an executor pod before it is patched",
+    "ExecutorPodsLifecycleManager: an executor pod before it is patched",
     ("", "pods", "list"): "ExecutorPodsPollingSnapshotSource: resyncs the executor pods; doKillExecutors: running ones",
     ("", "pods", "watch"): "ExecutorPodsWatchSnapshotSource: follows the executor pods",
     ("", "pods", "create"): "ExecutorPodsAllocator: starts executor pods",

@@ -23,13 +23,20 @@ from kubernetes.client.exceptions import ApiException
 
 from app.contract import failpoints
 from app.contract.failpoints import Failpoint
-from controller import render
+from controller import names, render
 from controller.config import Settings
-from controller.decide import (ApplySparkUIService, CreateDriver, Decision, DeleteDriver, DeleteSparkUIService, Inputs,
-                               ReleaseLease, ResizeDriver)
+from controller.decide import (
+    ApplySparkUIService,
+    CreateDriver,
+    Decision,
+    DeleteDriver,
+    DeleteSparkUIService,
+    Inputs,
+    ReleaseLease,
+    ResizeDriver,
+)
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.kube import Kube, NameConflict, api_message
-from controller import names
 
 Log = logging.Logger | logging.LoggerAdapter
 
@@ -54,8 +61,9 @@ def act(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, de
     return ActOutcome(refused=refused, ui_taken=tuple(ui_taken), resized=resized, resize_refused=resize_refused)
 
 
-def _carry_out(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, decision: Decision, log: Log,
-               ui_taken: list[str]) -> CreateRefused | None:
+def _carry_out(
+    kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, decision: Decision, log: Log, ui_taken: list[str]
+) -> CreateRefused | None:
     """The actions but the resizes, in order, up to a refused creation (returned). A UI Service's or
     Ingress's name another object holds is added to ``ui_taken``: the query runs on without its UI."""
     for action in decision.actions:
@@ -87,8 +95,9 @@ def _carry_out(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inp
     return None
 
 
-def _create(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, action: CreateDriver,
-            log: Log) -> CreateRefused | None:
+def _create(
+    kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, action: CreateDriver, log: Log
+) -> CreateRefused | None:
     children = render.children(action.run, settings)
     kopf.adopt(children, owner=body)
     try:
@@ -114,8 +123,9 @@ def _create(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs
     return None
 
 
-def _resize(kube: Kube, inputs: Inputs, decision: Decision,
-            log: Log) -> tuple[tuple[ResizeDriver, ...], tuple[ResizeRefused, ...]]:
+def _resize(
+    kube: Kube, inputs: Inputs, decision: Decision, log: Log
+) -> tuple[tuple[ResizeDriver, ...], tuple[ResizeRefused, ...]]:
     """After the other actions (the driver it replaced is being deleted, its room freed): grow a
     driver that waited on the Lease to its CPU request. Returns the resizes taken and those refused
     for good (the next decision says so once, and asks no more)."""
@@ -140,7 +150,9 @@ def _apply_spark_ui(kube: Kube, settings: Settings, body: dict[str, Any], action
     service = render.spark_ui_service(action.query, action.namespace, action.attempt)
     kopf.adopt(service, owner=body)
     created = kube.apply_service(service)
-    log.info("%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt)
+    log.info(
+        "%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt
+    )
     ingress = render.spark_ui_ingress(action.query, action.namespace, settings)
     if ingress is not None:  # routes to the Service, whatever the attempt: made once
         kopf.adopt(ingress, owner=body)

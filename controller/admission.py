@@ -37,6 +37,7 @@ import yaml
 
 from app.contract import GROUP, PLURAL, VERSION
 from app.contract import spec as spec_model
+from app.contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
 from app.contract.policy import (
     LEASE_ACCOUNT_SUFFIX,
     NAMESPACE_VARIABLE,
@@ -46,7 +47,6 @@ from app.contract.policy import (
     Policy,
     VolumeKind,
 )
-from app.contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "charts" / "streamq" / "templates" / "admission-policy.yaml"
@@ -232,13 +232,18 @@ class Check:
 
 EXECUTORS = "' executors'"
 OVERHEAD = " (executors with Spark's overhead), at most "
-NO_CREDENTIALS = (":// checkpoint has no credentials of its own (only s3a:// takes spec.checkpoint.s3.credentials): "
-                  "it would write with the node's identity, the platform's rights")
+NO_CREDENTIALS = (
+    ":// checkpoint has no credentials of its own (only s3a:// takes spec.checkpoint.s3.credentials): "
+    "it would write with the node's identity, the platform's rights"
+)
 SECRET_PATHS = (  # app.contract.policy.secret_refs
     (".source.kafka.auth.secretRef.name", f"{SPEC}.source.?kafka.?auth.?secretRef.?name"),
     (".sink.kafka.auth.secretRef.name", f"{SPEC}.sink.?kafka.?auth.?secretRef.?name"),
-    *((f".{end}.kafka.tls.{ref}.name", f"{SPEC}.{end}.?kafka.?tls.?{ref}.?name")
-      for end in ("source", "sink") for ref in ("caSecretRef", "clientCertificate")),
+    *(
+        (f".{end}.kafka.tls.{ref}.name", f"{SPEC}.{end}.?kafka.?tls.?{ref}.?name")
+        for end in ("source", "sink")
+        for ref in ("caSecretRef", "clientCertificate")
+    ),
     (".checkpoint.s3.credentials.secretRef.name", f"{SPEC}.checkpoint.?s3.?credentials.?secretRef.?name"),
 )
 
@@ -351,9 +356,7 @@ def _one(show: Callable[[str], str], unit: str) -> str:
 def variables(literals: Mapping[str, str]) -> list[dict[str, str]]:
     """The policy's variables: ``literals`` (name -> CEL text) first, then what they derive."""
     derived = [*derived_variables(), ("restarts", f"{SPEC}.?restartPolicy.?maxRestarts.orValue({_RESTART.max_restarts})")]
-    return [{"name": n, "expression": literals[n]} for n in LITERALS] + [
-        {"name": n, "expression": e} for n, e in derived
-    ]
+    return [{"name": n, "expression": literals[n]} for n in LITERALS] + [{"name": n, "expression": e} for n, e in derived]
 
 
 MATCH_CONDITIONS = [
@@ -371,9 +374,14 @@ def policy_spec(literals: Mapping[str, str]) -> dict[str, Any]:
         "failurePolicy": "Ignore",
         # the version by name: with "*" the API server's type checking has no schema to check against
         "matchConstraints": {
-            "resourceRules": [{
-                "apiGroups": [GROUP], "apiVersions": [VERSION], "operations": ["CREATE", "UPDATE"], "resources": [PLURAL],
-            }],
+            "resourceRules": [
+                {
+                    "apiGroups": [GROUP],
+                    "apiVersions": [VERSION],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": [PLURAL],
+                }
+            ],
         },  # fmt: skip
         "matchConditions": MATCH_CONDITIONS,
         "variables": variables(literals),

@@ -55,7 +55,7 @@ class Settings:
     spark_ui_ingress_class: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """The Deployment's environment (os.environ when ``env`` is None); unset variables keep the defaults above."""
         given = _SettingsEnv.read(env).given()
         policy_file = given.pop("policy_file", None)
@@ -80,75 +80,97 @@ class _SettingsEnv(EnvSettings):
     # description: docs/reference.md's "Operator settings" (python -m controller.settings_doc);
     # chart: the values of charts/streamq that set the variable (a unit test reads them).
     job_image: str | None = Field(
-        None, validation_alias="STREAMQ_JOB_IMAGE", json_schema_extra={"chart": "`jobs.image` (empty: the operator's image)"},
+        None,
+        validation_alias="STREAMQ_JOB_IMAGE",
+        json_schema_extra={"chart": "`jobs.image` (empty: the operator's image)"},
         description="Image of drivers and executors when a query sets no spec.runtime.image. The policy always "
         "allows it (other images must be in allowedImages).",
     )
     image_pull_policy: str | None = Field(
-        None, validation_alias="STREAMQ_IMAGE_PULL_POLICY", json_schema_extra={"chart": "`jobs.imagePullPolicy`"},
+        None,
+        validation_alias="STREAMQ_IMAGE_PULL_POLICY",
+        json_schema_extra={"chart": "`jobs.imagePullPolicy`"},
         description="imagePullPolicy of driver pods, of executors (spark.kubernetes.container.image.pullPolicy) "
         "and of SparkApplications.",
     )
     driver_service_account: str | None = Field(
-        None, validation_alias="STREAMQ_DRIVER_SERVICE_ACCOUNT", json_schema_extra={"chart": "`driver.serviceAccount.name`"},
+        None,
+        validation_alias="STREAMQ_DRIVER_SERVICE_ACCOUNT",
+        json_schema_extra={"chart": "`driver.serviceAccount.name`"},
         description="ServiceAccount of drivers that start executors (runtime.executors.instances > 0) when the query "
         "names none (spec.runtime.serviceAccountName); it must exist in the query's namespace.",
     )
     operator_service_account: EmptyIsUnset = Field(
-        None, validation_alias="STREAMQ_OPERATOR_SERVICE_ACCOUNT",
+        None,
+        validation_alias="STREAMQ_OPERATOR_SERVICE_ACCOUNT",
         json_schema_extra={"chart": "`serviceAccount.name`, the operator pod's own account (downward API)"},
         description="The operator's own ServiceAccount: no query may run as it.",
     )
     operator_namespace: EmptyIsUnset = Field(
-        None, validation_alias="STREAMQ_OPERATOR_NAMESPACE",
+        None,
+        validation_alias="STREAMQ_OPERATOR_NAMESPACE",
         json_schema_extra={"chart": "the release's namespace (downward API)"},
         description="The operator's namespace. Unset: the operator's account is refused as a query's account in "
         "every namespace, not only in this one.",
     )
     policy_file: EmptyIsUnset = Field(  # read by load_policy
-        None, validation_alias=POLICY_FILE_ENV, json_schema_extra={"chart": "`policy` (a ConfigMap mounted as a file)"},
+        None,
+        validation_alias=POLICY_FILE_ENV,
+        json_schema_extra={"chart": "`policy` (a ConfigMap mounted as a file)"},
         description="YAML or JSON file with the platform's policy (docs/security.md): what queries may ask of the "
         "cluster. Unset: the chart's default policy. A file that cannot be read or is not a policy fails the start-up.",
     )
     run_as_user: int | None = Field(
-        None, validation_alias="STREAMQ_RUN_AS_USER", json_schema_extra={"chart": "`jobs.runAsUser`"},
+        None,
+        validation_alias="STREAMQ_RUN_AS_USER",
+        json_schema_extra={"chart": "`jobs.runAsUser`"},
         description="runAsUser, runAsGroup and fsGroup of driver and executor pods (the job image's user is 1000).",
     )
     termination_grace_seconds: int | None = Field(
-        None, validation_alias="STREAMQ_TERMINATION_GRACE_SECONDS",
+        None,
+        validation_alias="STREAMQ_TERMINATION_GRACE_SECONDS",
         json_schema_extra={"chart": "`jobs.terminationGracePeriodSeconds`"},
         description="terminationGracePeriodSeconds of driver pods: the time a driver gets to stop its query "
         "cleanly (Spark's stopTimeout is 30 s).",
     )
     spark_version: str | None = Field(
-        None, validation_alias="STREAMQ_SPARK_VERSION", json_schema_extra={"default": "the installed pyspark's"},
+        None,
+        validation_alias="STREAMQ_SPARK_VERSION",
+        json_schema_extra={"default": "the installed pyspark's"},
         description="spec.sparkVersion of the SparkApplications the sparkApplication backend submits.",
     )
     spark_app_main_file: str | None = Field(
-        None, validation_alias="STREAMQ_SPARK_APP_MAIN_FILE",
+        None,
+        validation_alias="STREAMQ_SPARK_APP_MAIN_FILE",
         description="spec.mainApplicationFile of those SparkApplications: the job's entry point inside the image.",
     )
     progress_interval_s: float | None = Field(
-        None, validation_alias="STREAMQ_PROGRESS_INTERVAL_SECONDS",
+        None,
+        validation_alias="STREAMQ_PROGRESS_INTERVAL_SECONDS",
         description="Seconds between reads of a driver's log for its progress (status.progress, the lag); a "
         "running query is also reconciled at least this often.",
     )
     resync_interval_s: float | None = Field(
-        None, validation_alias="STREAMQ_RESYNC_INTERVAL_SECONDS",
+        None,
+        validation_alias="STREAMQ_RESYNC_INTERVAL_SECONDS",
         description="Seconds between two reconciles of a query at most, even when nothing changes.",
     )
     silent_after_s: float | None = Field(
-        None, validation_alias="STREAMQ_SILENT_AFTER_SECONDS",
+        None,
+        validation_alias="STREAMQ_SILENT_AFTER_SECONDS",
         description="A running driver whose newest progress line is older than this many seconds is Unresponsive "
         "(the job prints one at least every 10 s, idle or not).",
     )
     spark_ui_ingress_host: str | None = Field(
-        None, validation_alias="STREAMQ_SPARK_UI_INGRESS_HOST", json_schema_extra={"chart": "`sparkUI.ingress.host`"},
+        None,
+        validation_alias="STREAMQ_SPARK_UI_INGRESS_HOST",
+        json_schema_extra={"chart": "`sparkUI.ingress.host`"},
         description="Host of an Ingress per query in front of its Spark UI Service (spec.runtime.sparkUI), a "
         "template of {query} and {namespace}. Empty: no Ingress.",
     )
     spark_ui_ingress_class: str | None = Field(
-        None, validation_alias="STREAMQ_SPARK_UI_INGRESS_CLASS",
+        None,
+        validation_alias="STREAMQ_SPARK_UI_INGRESS_CLASS",
         json_schema_extra={"chart": "`sparkUI.ingress.className` (with a host)"},
         description="ingressClassName of those Ingresses. Empty: the cluster's default class.",
     )

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import copy
 import sys
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
 import yaml
 from pydantic import BaseModel
 
@@ -168,8 +167,10 @@ def add_rule_cel(schema: dict[str, Any], rules: Iterable[Rule]) -> None:
 def status_schema() -> dict[str, Any]:
     raw = QueryStatus.model_json_schema(by_alias=True)
     schema = _Converter(raw).convert(raw)
-    schema["description"] = ("What the query is doing, as the operator saw it last: phase and conditions, the current "
-                             "driver, restarts and failures, the checkpoint, an upgrade, the driver's latest progress.")
+    schema["description"] = (
+        "What the query is doing, as the operator saw it last: phase and conditions, the current "
+        "driver, restarts and failures, the checkpoint, an upgrade, the driver's latest progress."
+    )
     progress = schema["properties"]["progress"]
     progress.pop("additionalProperties", None)
     progress["x-kubernetes-preserve-unknown-fields"] = True

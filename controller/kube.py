@@ -15,8 +15,13 @@ from app.contract import GROUP, PLURAL, VERSION
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 # The children the operator deletes by kind: drivers (DeleteDriver names the kind only), the UI Service and Ingress.
 # A standby query's PodDisruptionBudget, when its standby is turned off.
-CHILD_API_VERSIONS = {"Pod": "v1", "Service": "v1", "Ingress": "networking.k8s.io/v1",
-                      "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}", "PodDisruptionBudget": "policy/v1"}
+CHILD_API_VERSIONS = {
+    "Pod": "v1",
+    "Service": "v1",
+    "Ingress": "networking.k8s.io/v1",
+    "SparkApplication": f"{SPARK_GROUP}/{SPARK_VERSION}",
+    "PodDisruptionBudget": "policy/v1",
+}
 REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
 # What an ownership check reads: metadata only, so a Secret's data never reaches the operator.
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
@@ -73,7 +78,11 @@ class Kube:
 
     def read_pod_log(self, namespace: str, name: str, container: str, tail_lines: int) -> str:
         response = self.core.read_namespaced_pod_log(
-            name, namespace, container=container, tail_lines=tail_lines, _preload_content=False,
+            name,
+            namespace,
+            container=container,
+            tail_lines=tail_lines,
+            _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT_S,
         )
         return response.data.decode(errors="replace")
@@ -93,7 +102,8 @@ class Kube:
         """An object's metadata alone (a Secret's data never reaches the operator); None when absent."""
         try:
             found = self._resource(api_version, kind).get(
-                name=name, namespace=namespace, header_params={"Accept": METADATA_ONLY}, _request_timeout=REQUEST_TIMEOUT_S)
+                name=name, namespace=namespace, header_params={"Accept": METADATA_ONLY}, _request_timeout=REQUEST_TIMEOUT_S
+            )
         except NotFoundError:
             return None
         return dict(found.to_dict().get("metadata") or {})
@@ -134,27 +144,33 @@ class Kube:
 
     def apply_config_map(self, obj: dict[str, Any]) -> None:
         """The query's ConfigMap holds the document of the next driver: create or overwrite its own."""
+
         def replace(name: str, namespace: str, version: str) -> None:
             body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
             self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False,
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+
         self._update_ours(obj, replace)
 
     def apply_service(self, obj: dict[str, Any]) -> bool:
         """Create a Service, or point the query's own one's selector where ``obj``'s points; True when created."""
+
         def point(name: str, namespace: str, version: str) -> None:
             body = {"metadata": {"resourceVersion": version}, "spec": {"selector": obj["spec"]["selector"]}}
             self.core.patch_namespaced_service(name, namespace, body, _preload_content=False,
                                                _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+
         return self._update_ours(obj, point)
 
     def apply_role_binding(self, obj: dict[str, Any]) -> bool:
         """Create the RoleBinding, or set the query's own one's subjects to ``obj``'s (its roleRef
         cannot change, and is the same); True when created."""
+
         def bind(name: str, namespace: str, version: str) -> None:
             body = {"metadata": {"resourceVersion": version}, "subjects": obj["subjects"]}
             self.rbac.patch_namespaced_role_binding(name, namespace, body, _preload_content=False,
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+
         return self._update_ours(obj, bind)
 
     def delete(self, kind: str, namespace: str, name: str, owner_uid: str, force: bool = False) -> bool:
@@ -180,8 +196,10 @@ class Kube:
         found = self._read_meta("v1", "Pod", namespace, name)
         if found is None or not controlled_by(found, owner_uid):
             return False
-        body = {"metadata": {"resourceVersion": found["resourceVersion"]},
-                "spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": cpu}}}]}}
+        body = {
+            "metadata": {"resourceVersion": found["resourceVersion"]},
+            "spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": cpu}}}]},
+        }
         try:
             self.core.patch_namespaced_pod_resize(name, namespace, body, _preload_content=False,
                                                   _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
@@ -265,8 +283,10 @@ class NameConflict(Exception):
         holder = next((f"controlled by {r.get('kind')} {r.get('name')}" for r in refs if r.get("controller")),
                       "controlled by nothing")  # fmt: skip
         self.kind, self.name = kind, name
-        super().__init__(f"{kind} {name} already exists and is not this query's ({holder}): the operator will not "
-                         "adopt, change or delete it; remove or rename that object, or rename the query")
+        super().__init__(
+            f"{kind} {name} already exists and is not this query's ({holder}): the operator will not "
+            "adopt, change or delete it; remove or rename that object, or rename the query"
+        )
 
 
 def api_message(exc: ApiException) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from controller.phases import Phase
 from app.contract.progress import HealthState, ProgressRecord
+from controller.phases import Phase
 from controller.status import parse_time
 
 

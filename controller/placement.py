@@ -38,8 +38,9 @@ def affinity(pod: Pod, operator: dict[str, Any] | None = None) -> dict[str, Any]
     return out or None
 
 
-def scheduling(pod: Pod, operator_tolerations: list[dict[str, Any]] | None = None,
-               operator_affinity: dict[str, Any] | None = None) -> dict[str, Any]:
+def scheduling(
+    pod: Pod, operator_tolerations: list[dict[str, Any]] | None = None, operator_affinity: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """nodeSelector, tolerations, affinity and priorityClassName, as a pod's spec (or a
     SparkApplication's driver and executor) names them; only those that are set."""
     out: dict[str, Any] = {}

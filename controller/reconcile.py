@@ -23,11 +23,11 @@ from kubernetes.client.exceptions import ApiException
 from app.contract import credentials
 from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
+from controller import names
 from controller.act import act
 from controller.config import Settings
 from controller.decide import Decision, Inputs, decide, upgrade
 from controller.kube import Kube, api_message
-from controller import names
 from controller.observe import observe
 from controller.phases import Phase
 from controller.progress import last_progress
@@ -71,7 +71,10 @@ def reconcile_once(
                        secrets=credentials.secret_names(body.get("spec")))  # fmt: skip
     progress = None
     handing_over = status.upgrade is not None and status.upgrade.state == upgrade.HANDING_OVER
-    if (read_progress or handing_over) and status.phase in (Phase.RUNNING, Phase.UPGRADING):  # handing over: is the new one serving?
+    if (read_progress or handing_over) and status.phase in (
+        Phase.RUNNING,
+        Phase.UPGRADING,
+    ):  # handing over: is the new one serving?
         progress = _read_progress(kube, namespace, status, log)
     inputs = Inputs(
         name=name,

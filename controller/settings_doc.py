@@ -56,8 +56,12 @@ def default_of(name: str, field: FieldInfo) -> str:
 def rows() -> list[tuple[str, str, str, str]]:
     """(variable, default, chart value, description) of every variable, in the model's order."""
     return [
-        (str(field.validation_alias), default_of(name, field), str(extra(field).get("chart", "—")),
-         " ".join((field.description or "").split()))  # fmt: skip
+        (
+            str(field.validation_alias),
+            default_of(name, field),
+            str(extra(field).get("chart", "—")),
+            " ".join((field.description or "").split()),
+        )  # fmt: skip
         for name, field in _SettingsEnv.model_fields.items()
     ]
 

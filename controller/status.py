@@ -22,8 +22,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_serializer, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from app.contract.compat import SourceIdentity
@@ -59,9 +67,7 @@ class Failure(StatusModel):
 
     reason: str = Field(description="What happened, in one word (DriverFailed, DriverLost, Stalled, InvalidSpec, ...).")
     message: str = Field(default="", description="What the driver said on its way out, or what the operator saw.")
-    time: str | None = Field(
-        default=None, description="When the operator saw it.", json_schema_extra={"format": "date-time"}
-    )
+    time: str | None = Field(default=None, description="When the operator saw it.", json_schema_extra={"format": "date-time"})
     exit_code: int | None = Field(default=None, description="The driver's exit code, when it exited.")
     driver: str | None = Field(default=None, description="The driver that failed.")
     attempt: int | None = Field(default=None, description="Its attempt number: a failure is counted once.")
@@ -93,7 +99,7 @@ class Reconciled(StatusModel):
     mode: str | None = Field(default=None, description="Its trigger mode.")
 
     @classmethod
-    def of(cls, spec: QuerySpec) -> "Reconciled":
+    def of(cls, spec: QuerySpec) -> Reconciled:
         identity = SourceIdentity.of(spec)
         topics = sorted(identity.topics) if identity.topics is not None else None
         return cls(
@@ -102,7 +108,7 @@ class Reconciled(StatusModel):
         )  # fmt: skip
 
     @classmethod
-    def of_json(cls, text: str | None) -> "Reconciled | None":
+    def of_json(cls, text: str | None) -> Reconciled | None:
         """From a spec's JSON; None when the current model cannot read it (written by an older one)."""
         if not text:
             return None
@@ -127,19 +133,23 @@ class UpgradeStatus(StatusModel):
     driver: str | None = Field(default=None, description="The new driver pod, started beside the running one.")
     attempt: int | None = Field(default=None, description="Its attempt number.")
     replaces: str | None = Field(default=None, description="The driver it takes over from.")
-    blue_green: bool | None = Field(default=None, description="Blue/green: the new driver runs on a fresh checkpoint "
-                                                              "that starts at the offsets the old one committed last.")
+    blue_green: bool | None = Field(
+        default=None,
+        description="Blue/green: the new driver runs on a fresh checkpoint "
+        "that starts at the offsets the old one committed last.",
+    )
     state: Literal["Warming", "HandingOver", "Failed"] = Field(
         default="Warming",
         description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "
-                    "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
+        "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
     )
     started_at: str | None = Field(
         default=None, description="When the upgrade started.", json_schema_extra={"format": "date-time"}
     )
     message: str | None = Field(default=None, description="Why it failed, or why a plain restart was chosen.")
-    no_room: bool | None = Field(default=None, description="Creating the new driver was refused for want of quota: "
-                                                           "the next pass restarts instead.")
+    no_room: bool | None = Field(
+        default=None, description="Creating the new driver was refused for want of quota: the next pass restarts instead."
+    )
 
 
 class QueryStatus(StatusModel):
@@ -158,7 +168,8 @@ class QueryStatus(StatusModel):
     )
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
     driver_start_time: str | None = Field(
-        default=None, description="When the current driver started running (restartPolicy.stableAfter counts from it).",
+        default=None,
+        description="When the current driver started running (restartPolicy.stableAfter counts from it).",
         json_schema_extra={"format": "date-time"},
     )
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
@@ -168,12 +179,14 @@ class QueryStatus(StatusModel):
         "'<pod>: <why>'. It runs on its waitingCoreRequest (no CPU limit); its next driver starts with the full request.",
     )  # fmt: skip
     spark_ui: str | None = Field(
-        default=None, alias="sparkUI",
+        default=None,
+        alias="sparkUI",
         description="The Spark UI of the current driver, through its Service (spec.runtime.sparkUI): http://<query>-ui.<namespace>.svc:4040.",
     )
     restarts: int = Field(default=0, description="Restarts after failures since the query last ran stably.")
     next_restart_time: str | None = Field(
-        default=None, description="When the next driver starts, after the backoff (phase Restarting).",
+        default=None,
+        description="When the next driver starts, after the backoff (phase Restarting).",
         json_schema_extra={"format": "date-time"},
     )
     last_failure: Failure | None = None
@@ -183,7 +196,9 @@ class QueryStatus(StatusModel):
     # Written by streamq 0.1.0: the whole spec. Read once (into `reconciled`) and never
     # written again, so the first status patch of this operator removes it (status_patch).
     legacy_spec: str | None = Field(
-        default=None, alias="lastReconciledSpec", exclude=True,
+        default=None,
+        alias="lastReconciledSpec",
+        exclude=True,
         description="Deprecated: the whole last spec, as streamq 0.1.0 kept it; replaced by reconciled.",
     )
     conditions: list[Condition] = Field(
@@ -213,14 +228,14 @@ class QueryStatus(StatusModel):
         return None if progress is None else progress.status_fields()
 
     @model_validator(mode="after")
-    def _read_legacy_spec(self) -> "QueryStatus":
+    def _read_legacy_spec(self) -> QueryStatus:
         if self.reconciled is None and self.legacy_spec:
             self.reconciled = Reconciled.of_json(self.legacy_spec)
         self.legacy_spec = None
         return self
 
     @classmethod
-    def parse(cls, raw: Any) -> "QueryStatus":
+    def parse(cls, raw: Any) -> QueryStatus:
         if not isinstance(raw, dict):
             return cls()
         try:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
-
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -129,7 +128,9 @@ def release_finalizers(
     ctx: typer.Context,
     operator_namespace: Annotated[str, typer.Option(metavar="NAMESPACE", help="The operator's namespace.")],
     deployment: Annotated[str, typer.Option(metavar="NAME", help="the operator's Deployment, stopped first")],
-    namespaces: Annotated[list[str] | None, typer.Option("-n", "--namespace", metavar="NAMESPACE", help="served namespaces; none: all")] = None,
+    namespaces: Annotated[
+        list[str] | None, typer.Option("-n", "--namespace", metavar="NAMESPACE", help="served namespaces; none: all")
+    ] = None,
     timeout: Annotated[float, typer.Option(metavar="SECONDS", help="seconds to wait for the operator's pods to go")] = 120.0,
 ) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import yaml
 
+from app.console.lines import due_for_people, progress_line
 from app.contract import ExitCode
 from app.contract.progress import ProgressRecord
-from testbed.kafka_broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
 from devtools.payments_io import Screen, feed, read_flagged
-from app.console.lines import due_for_people, progress_line
+from testbed.kafka_broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "fraud-local.yaml"
 TRIGGERS = {

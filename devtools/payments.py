@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 FLAG_ABOVE = 1000  # examples/fraud-local.yaml: where: "amount > 1000"
 SUSPICIOUS_SHARE = 0.05  # one payment in twenty is large enough to be flagged

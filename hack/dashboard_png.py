@@ -98,7 +98,7 @@ def render(prometheus: str, start: float, end: float, out: Path, variables: dict
         else:
             empty.append(panel.get("title", "?"))
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes, color="grey")
-    for ax in list(axes.flat)[len(shown):]:
+    for ax in list(axes.flat)[len(shown) :]:
         ax.axis("off")
     stamp = f"{datetime.fromtimestamp(start, UTC):%Y-%m-%d %H:%M}-{datetime.fromtimestamp(end, UTC):%H:%M} UTC"
     fig.suptitle(title or f"{dashboard.get('title', 'streamq')}: the dashboard's panel queries on real data ({stamp}), "

@@ -58,12 +58,16 @@ class JobProcess:
         self._log = open(self.log_path, "w")
         # Its own session, like PID 1 in a container: signals reach the job, not the JVM first.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app", "run", str(spec_path), *(args or [])], cwd=ROOT, env=full_env,
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-m", "app", "run", str(spec_path), *(args or [])],
+            cwd=ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     @classmethod
-    def run_to_exit(cls, spec_path: Path, workdir: Path, timeout: float, env: dict | None = None) -> tuple[int, "JobProcess"]:
+    def run_to_exit(cls, spec_path: Path, workdir: Path, timeout: float, env: dict | None = None) -> tuple[int, JobProcess]:
         """Run a job that is expected to end by itself; its exit code and the finished job."""
         job = cls(spec_path, workdir, env)
         try:

@@ -36,12 +36,11 @@ import tempfile
 import time
 import uuid
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from testbed.wait import WaitTimeout, wait_for
-
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INSTALL_HINT = "run hack/install-jars.sh (it installs them into ${STREAMQ_CACHE:-~/.cache/streamq})"
@@ -184,7 +183,7 @@ def _java() -> str:
     return found
 
 
-_LIVE_BROKERS: "weakref.WeakSet[KafkaBroker]" = weakref.WeakSet()
+_LIVE_BROKERS: weakref.WeakSet[KafkaBroker] = weakref.WeakSet()
 
 
 @atexit.register
@@ -276,7 +275,7 @@ class KafkaBroker:
         state = "running" if self.is_running else "stopped"
         return f"<KafkaBroker {self.bootstrap} {state} dir={self.workdir}>"
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -372,7 +371,7 @@ class KafkaBroker:
             raise BrokerError(f"kafka StorageTool format failed ({res.returncode}):\n{res.stdout}{res.stderr}")
         self._formatted = True
 
-    def start(self) -> "KafkaBroker":
+    def start(self) -> KafkaBroker:
         """Start (formatting storage the first time) and wait until it answers."""
         if self._removed:
             raise BrokerError("this broker was stopped and its directory removed; make a new one")
@@ -428,8 +427,10 @@ class KafkaBroker:
             except Exception:  # noqa: BLE001 - KafkaException while the broker boots
                 return False
             topics = md.topics.values()
-            return bool(md.brokers) and all(t.error is None for t in topics) and all(
-                p.leader >= 0 and p.error is None for t in topics for p in t.partitions.values()
+            return (
+                bool(md.brokers)
+                and all(t.error is None for t in topics)
+                and all(p.leader >= 0 and p.error is None for t in topics for p in t.partitions.values())
             )
 
         try:
@@ -461,7 +462,7 @@ class KafkaBroker:
         """
         self._terminate(grace=grace if graceful else 0)
 
-    def restart(self, graceful: bool = False) -> "KafkaBroker":
+    def restart(self, graceful: bool = False) -> KafkaBroker:
         """Kill (if running) and start again on the same ports with the same data."""
         self.kill(graceful=graceful)
         return self.start()
@@ -590,13 +591,14 @@ class KafkaBroker:
             if md.error is not None:
                 raise BrokerError(f"topic {topic!r}: {md.error}")
             return {
-                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1]
-                for p in sorted(md.partitions)
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in sorted(md.partitions)
             }
         finally:
             consumer.close()
 
-    def wait_for_records(self, topic: str, expected: Iterable[tuple[object, object]], timeout: float) -> list[tuple[object, object]]:
+    def wait_for_records(
+        self, topic: str, expected: Iterable[tuple[object, object]], timeout: float
+    ) -> list[tuple[object, object]]:
         """Every record of ``topic`` (decoded, duplicates included) once it holds all of ``expected``."""
         from confluent_kafka import KafkaException
 
@@ -606,8 +608,13 @@ class KafkaBroker:
             out[:] = self.consume_all(topic, timeout=10, decode=True)
             return wanted <= set(out)
 
-        wait_for(holds_all, timeout, lambda: f"{len(wanted - set(out))} of {len(wanted)} records missing from {topic}",
-                 interval=1, ignore=(KafkaException,))  # fmt: skip (a metadata error while the topic is written: not yet)
+        wait_for(
+            holds_all,
+            timeout,
+            lambda: f"{len(wanted - set(out))} of {len(wanted)} records missing from {topic}",
+            interval=1,
+            ignore=(KafkaException,),
+        )  # fmt: skip (a metadata error while the topic is written: not yet)
         return out
 
     def consume_all(

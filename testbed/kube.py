@@ -37,9 +37,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from testbed.wait import WaitTimeout, wait_for
 
@@ -220,8 +221,17 @@ def make_pki(d: Path, days: int = 7, sans_ips: Sequence[str] = ("127.0.0.1",), s
     )  # fmt: skip
 
 
-def sign_cert(d: Path, name: str, subject: str, *, client: bool = True, server: bool = False,
-              sans_ips: Sequence[str] = (), sans_dns: Sequence[str] = (), days: int = 7) -> tuple[Path, Path]:
+def sign_cert(
+    d: Path,
+    name: str,
+    subject: str,
+    *,
+    client: bool = True,
+    server: bool = False,
+    sans_ips: Sequence[str] = (),
+    sans_dns: Sequence[str] = (),
+    days: int = 7,
+) -> tuple[Path, Path]:
     """Another certificate from the CA in ``d`` (made by :func:`make_pki`): e.g. a
     kubelet's client (``/O=system:nodes/CN=system:node:NAME``) or serving certificate.
     Returns (cert, key)."""
@@ -311,7 +321,7 @@ class KubeApiServer:
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def __enter__(self) -> "KubeApiServer":
+    def __enter__(self) -> KubeApiServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -330,7 +340,7 @@ class KubeApiServer:
                 return f"{name} exited ({how}); last lines of {self.dir / (name + '.log')}:\n{_tail(self.dir / (name + '.log'))}"
         return None
 
-    def start(self) -> "KubeApiServer":
+    def start(self) -> KubeApiServer:
         if self.running:
             raise RuntimeError("already started")
         etcd, apiserver, kubectl = kube_bin("etcd"), kube_bin("kube-apiserver"), kube_bin("kubectl")
@@ -377,7 +387,7 @@ class KubeApiServer:
             setattr(self, attr, None)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
-        log = open(self.dir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.dir / f"{name}.log", "ab")
         try:
             return subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -388,9 +398,7 @@ class KubeApiServer:
 
     def _fail(self, what: str, proc: subprocess.Popen, log: str) -> KubeStartError:
         state = f"exited with {proc.returncode}" if proc.poll() is not None else "still running"
-        return KubeStartError(
-            f"{what} did not become ready ({state}); last lines of {self.dir / log}:\n{_tail(self.dir / log)}"
-        )
+        return KubeStartError(f"{what} did not become ready ({state}); last lines of {self.dir / log}:\n{_tail(self.dir / log)}")
 
     def _start_etcd(self, etcd: Path, deadline: float) -> None:
         client, peer = free_port(), free_port()
@@ -522,9 +530,7 @@ class KubeApiServer:
             raise RuntimeError("not started")
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
-    def service_account_kubeconfig(
-        self, namespace: str, name: str, path: Path | None = None, duration: str = "1h"
-    ) -> Path:
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path | None = None, duration: str = "1h") -> Path:
         """A kubeconfig that authenticates as ServiceAccount ``namespace/name``
         (token from the TokenRequest API), e.g. to run the operator under its RBAC.
         The ServiceAccount must exist."""

@@ -18,9 +18,10 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -126,7 +127,7 @@ class Operator:
         self.proc: subprocess.Popen | None = None
         self.liveness_port = 0
 
-    def start(self, timeout: float = 120.0) -> "Operator":
+    def start(self, timeout: float = 120.0) -> Operator:
         self.liveness_port = free_port()
         env = {
             **os.environ,
@@ -140,7 +141,7 @@ class Operator:
             sys.executable, "-m", "controller", "--standalone", "-n", self.namespace, "--verbose",
             "--metrics-port", str(self.metrics_port), "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
         ]  # fmt: skip
-        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip

@@ -41,7 +41,9 @@ def weed_binary() -> Path:
     if env:
         path = Path(env)
     else:
-        out = subprocess.run([str(ROOT / "hack" / "install-seaweedfs.sh"), "--print-bin"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [str(ROOT / "hack" / "install-seaweedfs.sh"), "--print-bin"], capture_output=True, text=True, check=True
+        )
         path = Path(out.stdout.strip())
     if not (path.is_file() and os.access(path, os.X_OK)):
         raise WeedMissing(f"no weed binary at {path}: {INSTALL_HINT}")
@@ -52,10 +54,12 @@ def _sign(key: bytes, text: str) -> bytes:
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
-def signed_request(method: str, url: str, access_key: str, secret_key: str, body: bytes = b"", region: str = REGION) -> urllib.request.Request:
+def signed_request(
+    method: str, url: str, access_key: str, secret_key: str, body: bytes = b"", region: str = REGION
+) -> urllib.request.Request:
     """One AWS Signature Version 4 request (path-style URL, no query string)."""
     parsed = urllib.request.urlparse(url)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
     payload = hashlib.sha256(body).hexdigest()
     headers = {"host": parsed.netloc, "x-amz-content-sha256": payload, "x-amz-date": amz_date}
@@ -115,21 +119,27 @@ class SeaweedS3:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"weed server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
             try:  # a signed ListBuckets: answers once the gateway and the filer behind it are up
-                with urllib.request.urlopen(signed_request("GET", self.endpoint + "/", self.access_key, self.secret_key), timeout=5) as r:
+                with urllib.request.urlopen(
+                    signed_request("GET", self.endpoint + "/", self.access_key, self.secret_key), timeout=5
+                ) as r:
                     if r.status == 200:
                         return self
             except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
                 last = str(exc)
             time.sleep(0.5)
         self.stop()
-        raise RuntimeError(f"SeaweedFS S3 did not answer on {self.endpoint} within {timeout:.0f}s ({last}):\n{self.log()[-3000:]}")
+        raise RuntimeError(
+            f"SeaweedFS S3 did not answer on {self.endpoint} within {timeout:.0f}s ({last}):\n{self.log()[-3000:]}"
+        )
 
     def create_bucket(self, name: str, timeout: float = 60.0) -> str:
         """PUT Bucket, retried while the volume layout settles (SeaweedFS grows volumes lazily)."""
         deadline, last = time.monotonic() + timeout, ""
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(signed_request("PUT", f"{self.endpoint}/{name}", self.access_key, self.secret_key), timeout=10):
+                with urllib.request.urlopen(
+                    signed_request("PUT", f"{self.endpoint}/{name}", self.access_key, self.secret_key), timeout=10
+                ):
                     return name
             except urllib.error.HTTPError as exc:
                 if exc.code == 409:  # BucketAlreadyOwnedByYou

@@ -10,7 +10,8 @@ happen sleeps on purpose and says so in a comment.
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 

@@ -260,8 +260,7 @@ def open_location(location: str | os.PathLike) -> tuple[Files, str]:
         import fsspec
     except ImportError:
         raise CheckpointError(
-            f"reading {scheme}:// checkpoints needs fsspec and its {scheme} driver "
-            "(pip install 'streamq[objectstore]')"
+            f"reading {scheme}:// checkpoints needs fsspec and its {scheme} driver (pip install 'streamq[objectstore]')"
         ) from None
     try:
         fs, path = fsspec.core.url_to_fs(text)

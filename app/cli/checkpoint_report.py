@@ -17,7 +17,6 @@ from app.contract.compat import Holds
 from app.monitoring.health import compute_lag
 from app.monitoring.reporting import iso
 
-
 NOT_A_CHECKPOINT = "not a checkpoint: no metadata, offsets/ or commits/ of a Structured Streaming query"
 
 

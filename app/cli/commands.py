@@ -18,15 +18,14 @@ from app.contract.load import QueryDocument, load_document, load_file, parse_tex
 from app.contract.policy import DEFAULT_RELEASE, OperatorFacts, Policy, from_values
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
 
-cli = typer.Typer(
-    help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True, cls=HelpGroup
-)
+cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True, cls=HelpGroup)
 err = Console(stderr=True, soft_wrap=True)
 
 
 def version() -> str:
     """The installed package's version; in a checkout that was never installed, pyproject.toml's."""
-    from importlib.metadata import PackageNotFoundError, version as installed
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
 
     try:
         return installed("streamq")
@@ -103,7 +102,8 @@ def run(
 ) -> None:
     """Run the query until it is stopped (SIGTERM/Ctrl-C) or fails."""
     from app.console.lines import wants_human
-    from app.driver.run import RunOptions, run as run_query
+    from app.driver.run import RunOptions
+    from app.driver.run import run as run_query
 
     _setup_logging()
     doc = _load(spec)
@@ -178,8 +178,8 @@ def validate(
                 _report_problems(item.label, exc)
                 worst = max(worst, ExitCode.INVALID_SPEC)
     if spark and docs:
-        from app.pipeline.session import get_session, jvm_output_discarded
         from app.pipeline.analyser import analyse
+        from app.pipeline.session import get_session, jvm_output_discarded
 
         with jvm_output_discarded():
             session = get_session(docs[0][1].spec, "validate", with_secrets=False)
@@ -205,20 +205,30 @@ cli.add_typer(checkpoint_cli, name="checkpoint")
 
 @checkpoint_cli.command("inspect", cls=HelpCommand)
 def inspect_checkpoint(
-    location: Annotated[str, typer.Argument(metavar="LOCATION", help="A checkpoint directory or URI (s3a://, gs://... need fsspec).")],
+    location: Annotated[
+        str, typer.Argument(metavar="LOCATION", help="A checkpoint directory or URI (s3a://, gs://... need fsspec).")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     spec: Annotated[
-        Path | None, typer.Option(metavar="SPEC", help="The query's spec: its source broker and credentials give the lag per partition.")
+        Path | None,
+        typer.Option(metavar="SPEC", help="The query's spec: its source broker and credentials give the lag per partition."),
     ] = None,
     bootstrap_servers: Annotated[
         str | None, typer.Option(metavar="HOST:PORT", help="A Kafka broker (no credentials) to measure the lag against.")
     ] = None,
     s3_endpoint: Annotated[
-        str | None, typer.Option(metavar="URL", help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).")
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).",
+        ),
     ] = None,
-    s3_region: Annotated[str | None, typer.Option(metavar="REGION", help="s3a://: the signing region (else the spec's, else AWS_REGION).")] = None,
+    s3_region: Annotated[
+        str | None, typer.Option(metavar="REGION", help="s3a://: the signing region (else the spec's, else AWS_REGION).")
+    ] = None,
     s3_path_style: Annotated[
-        bool | None, typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores).")
+        bool | None,
+        typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores)."),
     ] = None,
 ) -> None:
     """The last committed epoch/batch, its offsets, the batch in flight and their ages.

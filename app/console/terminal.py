@@ -41,7 +41,7 @@ class Terminal:
         self._out: int | None = None
 
     # --- the relay ------------------------------------------------------------------
-    def start(self) -> "Terminal":
+    def start(self) -> Terminal:
         self._out = os.dup(self.fds[0])
         for fd in self.fds:
             self._saved[fd] = os.dup(fd)

@@ -91,7 +91,9 @@ def executors_at_once(spec: QuerySpec) -> AtOnce:
 
 def cores_at_once(spec: QuerySpec) -> AtOnce:
     rt = spec.runtime
-    return _at_once(spec, pod_cores(rt.driver.cores, rt.driver.core_request), pod_cores(rt.executors.cores, rt.executors.core_request))
+    return _at_once(
+        spec, pod_cores(rt.driver.cores, rt.driver.core_request), pod_cores(rt.executors.cores, rt.executors.core_request)
+    )
 
 
 def memory_at_once(spec: QuerySpec) -> AtOnce:

@@ -33,7 +33,7 @@ class Holds:
     stateful_operators: tuple[str, ...] = ()  # Spark's names (stateStoreSave, dedupe, ...)
 
     @classmethod
-    def of(cls, state: CheckpointState) -> "Holds":
+    def of(cls, state: CheckpointState) -> Holds:
         offsets = state.in_flight_kafka_offsets() or state.kafka_offsets()
         return cls(
             source_kinds=tuple(state.source_kinds()),
@@ -47,7 +47,7 @@ class Holds:
                                stateful_operators=list(self.stateful_operators))  # fmt: skip
 
     @classmethod
-    def from_wire(cls, wire: CheckpointHolds | None) -> "Holds | None":
+    def from_wire(cls, wire: CheckpointHolds | None) -> Holds | None:
         if wire is None:
             return None
         return cls(source_kinds=tuple(wire.source_kinds), topics=frozenset(wire.topics),
@@ -64,7 +64,7 @@ class SourceIdentity:
     pattern: str | None = None
 
     @classmethod
-    def of(cls, spec: QuerySpec) -> "SourceIdentity":
+    def of(cls, spec: QuerySpec) -> SourceIdentity:
         kafka = spec.source.kafka
         if kafka is None:
             return cls(kind=spec.source.kind)

@@ -128,7 +128,7 @@ class Marker:
                            "writer": self.writer, "writers": self.writers}, separators=(",", ":")).encode()  # fmt: skip
 
     @classmethod
-    def decode(cls, raw: bytes | None) -> "Marker | None":
+    def decode(cls, raw: bytes | None) -> Marker | None:
         """None for anything that is not a marker of this format (never guessed at)."""
         try:
             data = json.loads(raw or b"")
@@ -247,7 +247,7 @@ def option_problems(spec: QuerySpec) -> Found:
     if not _wants(spec):
         return
     for key in spec.sink.kafka.options:
-        setting = key[len("kafka."):].lower() if key.lower().startswith("kafka.") else None
+        setting = key[len("kafka.") :].lower() if key.lower().startswith("kafka.") else None
         at = f".sink.kafka.options.{key}"
         if setting in OWNED_SETTINGS:
             yield at, f"exactlyOnce sets {setting} itself"

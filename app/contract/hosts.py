@@ -70,7 +70,7 @@ def split(address: str) -> list[Endpoint]:
     IPv6 address ending in a group that could be a port (``fd00:ec2::254:80``)."""
     text = address.strip()
     url = _SCHEME.match(text)
-    authority = re.split(r"[/?#]", text[url.end():] if url else text, maxsplit=1)[0]  # S3A takes host/path too
+    authority = re.split(r"[/?#]", text[url.end() :] if url else text, maxsplit=1)[0]  # S3A takes host/path too
     if "\\" in authority:
         raise HostError(f"{address!r}: a backslash in the host")
     if "@" in authority:
@@ -176,7 +176,7 @@ def _rfc6052(value: int, length: int) -> IPv4Address:
     bits = f"{value:0128b}"
     if length == 96:
         return IPv4Address(value & 0xFFFF_FFFF)
-    payload = (bits[:64] + bits[72:])[length:length + 32]  # bits 64-71 are always zero
+    payload = (bits[:64] + bits[72:])[length : length + 32]  # bits 64-71 are always zero
     return IPv4Address(int(payload, 2))
 
 
@@ -208,13 +208,13 @@ def _spelled(labels: list[str]) -> frozenset[IP]:
     pod records (a-b-c-d.<ns>.pod.cluster.local) resolve to."""
     found: set[IP] = set()
     for i in range(len(labels) - 3):
-        if all(_DECIMAL_OCTET.match(p) for p in labels[i:i + 4]):
-            found.add(IPv4Address(".".join(labels[i:i + 4])))
+        if all(_DECIMAL_OCTET.match(p) for p in labels[i : i + 4]):
+            found.add(IPv4Address(".".join(labels[i : i + 4])))
     for label in labels:
         dashed = label.split("-")
         for i in range(len(dashed) - 3):
-            if all(_DECIMAL_OCTET.match(p) for p in dashed[i:i + 4]):
-                found.add(IPv4Address(".".join(dashed[i:i + 4])))
+            if all(_DECIMAL_OCTET.match(p) for p in dashed[i : i + 4]):
+                found.add(IPv4Address(".".join(dashed[i : i + 4])))
         found.update(IPv4Address(int(p, 16)) for p in dashed if _HEX8.match(p))
         if "-" in label:
             try:

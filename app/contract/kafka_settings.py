@@ -37,8 +37,10 @@ REFUSED_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for pattern, why in (
         (r"^config\.providers", "config providers read files and the environment into settings"),
         # ssl.key.password included: keys are read unencrypted from a Secret, so none is needed
-        (r"^ssl\.(truststore|keystore|key)\.(?!type$)",
-         "TLS certificates and keys come from Secrets: tls.caSecretRef and tls.clientCertificate"),
+        (
+            r"^ssl\.(truststore|keystore|key)\.(?!type$)",
+            "TLS certificates and keys come from Secrets: tls.caSecretRef and tls.clientCertificate",
+        ),
         (r"(\.class|\.classes|^metric\.reporters|^security\.providers|\.factory\.class)$", "it names a class to load"),
         (r"^sasl\.kerberos\.|keytab|^sasl\.kerberos", "Kerberos settings run kinit and read keytabs"),
         (r"\.url$|\.urls$|endpoint\.url", "it fetches a URL (file:// included) from the pod"),

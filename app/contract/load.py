@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from app.contract.names import API_VERSION, KIND, query_name_problem
 from app.contract.policy import OperatorFacts, Policy, check_policy
-from app.contract.spec import QuerySpec
 from app.contract.problems import Problem, SpecError, problems_from_validation_error
 from app.contract.rules import check_rules
+from app.contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,11 @@ def query_name_problem(name: str) -> str | None:
     if len(name) > MAX_QUERY_NAME:
         return f"{name!r} is {len(name)} characters long; a StreamingQuery's name has at most {MAX_QUERY_NAME}"
     if not _re.fullmatch(QUERY_NAME_PATTERN, name):  # match() would take "q\n" ($ matches before a newline)
-        return (f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
-                "ending with a letter or digit; no dots): the operator names the query's pods, Services and "
-                "Kafka transactional ids after it")
+        return (
+            f"{name!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting with a letter, "
+            "ending with a letter or digit; no dots): the operator names the query's pods, Services and "
+            "Kafka transactional ids after it"
+        )
     return None
 
 

@@ -152,8 +152,13 @@ def toleration_keys(spec: QuerySpec, policy: Policy, facts: OperatorFacts, names
             path = f"{at}.tolerations[{i}].key"
             if toleration.key is None:
                 if "*" not in allowed:
-                    yield path, ("a toleration without a key tolerates every taint (the control plane's, other "
-                                 f"teams' pools): allowed only where the policy lists '*' (allowed: {listed(allowed)})")
+                    yield (
+                        path,
+                        (
+                            "a toleration without a key tolerates every taint (the control plane's, other "
+                            f"teams' pools): allowed only where the policy lists '*' (allowed: {listed(allowed)})"
+                        ),
+                    )
             elif toleration.key not in NODE_LOST_TAINTS and not matches(toleration.key, allowed):
                 yield path, f"toleration of taint {toleration.key} is not allowed (allowed: {listed(allowed)})"
 

@@ -204,8 +204,11 @@ class Policy(Model):
     def _host_patterns(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
         hosts.compile_patterns(entries)  # a typo refuses the policy, not every query
         return entries
+
     allow_spark_ui: bool = Field(
-        default=True, alias="allowSparkUI", description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040)."
+        default=True,
+        alias="allowSparkUI",
+        description="Whether a query may turn on runtime.sparkUI (its driver serves the UI on 4040).",
     )
     allow_exactly_once: bool = Field(
         default=True,
@@ -309,9 +312,12 @@ def _service_account(spec: QuerySpec, policy: Policy, facts: OperatorFacts, name
         return
     if account == facts.driver_service_account and not runs_executors(spec, policy):
         # even under "*": it creates, patches and deletes pods, which only a driver that starts executors needs
-        yield ".runtime.serviceAccountName", (
-            f"{account} is the driver account, which creates and deletes pods: only a query that runs executors "
-            f"(runtime.executors.instances > 0, where policy.maxExecutors > 0) may run as it"
+        yield (
+            ".runtime.serviceAccountName",
+            (
+                f"{account} is the driver account, which creates and deletes pods: only a query that runs executors "
+                f"(runtime.executors.instances > 0, where policy.maxExecutors > 0) may run as it"
+            ),
         )
         return
     if not matches(account, allowed):
@@ -342,8 +348,11 @@ def _account_token(name: str, facts: OperatorFacts) -> bool:
     """Named like a token of an account a query must never borrow. What a Secret is, the operator
     reads from the cluster (app.contract.credentials); ``streamq validate`` can only read the name."""
     accounts = (facts.driver_service_account, facts.operator_service_account)
-    return bool(TOKEN_SECRET_NAME.search(name)) or any(name.startswith(f"{a}-") for a in accounts) or (
-        LEASE_ACCOUNT_SUFFIX + "-" in name or name.endswith(LEASE_ACCOUNT_SUFFIX))
+    return (
+        bool(TOKEN_SECRET_NAME.search(name))
+        or any(name.startswith(f"{a}-") for a in accounts)
+        or (LEASE_ACCOUNT_SUFFIX + "-" in name or name.endswith(LEASE_ACCOUNT_SUFFIX))
+    )
 
 
 def _secrets(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -405,8 +414,9 @@ def _claims(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: st
         return
     claim = volume.persistent_volume_claim.claim_name
     if not matches(claim, policy.allowed_claims):
-        yield ".checkpoint.volume.persistentVolumeClaim.claimName", (
-            f"claim {claim} is not allowed (allowed: {_listed(policy.allowed_claims)})"
+        yield (
+            ".checkpoint.volume.persistentVolumeClaim.claimName",
+            (f"claim {claim} is not allowed (allowed: {_listed(policy.allowed_claims)})"),
         )
 
 
@@ -416,8 +426,9 @@ def _host_path(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
         return  # refused by allowedVolumes already
     path = locations.normalise_path(volume.host_path)
     if path is None or not any(locations.under(path, p) for p in policy.host_path_prefixes):
-        yield ".checkpoint.volume.hostPath", (
-            f"node directory {volume.host_path} is not allowed (allowed: {_listed(policy.host_path_prefixes)})"
+        yield (
+            ".checkpoint.volume.hostPath",
+            (f"node directory {volume.host_path} is not allowed (allowed: {_listed(policy.host_path_prefixes)})"),
         )
 
 
@@ -432,21 +443,24 @@ def _checkpoint_paths(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
     if not where.local:
         return  # a remote URI: policy.checkpointSchemes and policy.remoteCheckpointPrefixes
     if where.bucket not in ("", "localhost") or not where.path:
-        yield ".checkpoint.location", (
-            f"{spec.checkpoint.location} is not an absolute path of the driver (e.g. /checkpoints/my-query)"
+        yield (
+            ".checkpoint.location",
+            (f"{spec.checkpoint.location} is not an absolute path of the driver (e.g. /checkpoints/my-query)"),
         )
         return
     path = where.path
     mount = volume_mount(path)
     for root in PROTECTED_PATHS:
         if locations.under(path, root) or (spec.checkpoint.volume is not None and locations.under(root, mount)):
-            yield ".checkpoint.location", (
-                f"{spec.checkpoint.location} would write to or cover {root}, which the operator or the kernel owns"
+            yield (
+                ".checkpoint.location",
+                (f"{spec.checkpoint.location} would write to or cover {root}, which the operator or the kernel owns"),
             )
             return
     if spec.checkpoint.volume is not None and mount in DRIVER_MOUNTS:
-        yield ".checkpoint.location", (
-            f"the checkpoint volume would be mounted at {mount}, the driver's scratch directory: use a subdirectory"
+        yield (
+            ".checkpoint.location",
+            (f"the checkpoint volume would be mounted at {mount}, the driver's scratch directory: use a subdirectory"),
         )
 
 
@@ -457,15 +471,17 @@ def _checkpoint_roots(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
     roots = policy.checkpoint_roots
     if spec.checkpoint.volume is None:  # in the container's own filesystem: scratch, or below a root
         if not any(locations.under(where.path, root) for root in (*DRIVER_MOUNTS, *roots)):
-            yield ".checkpoint.location", (
-                f"{spec.checkpoint.location} is outside the checkpoint roots ({_listed((*roots, *DRIVER_MOUNTS))})"
+            yield (
+                ".checkpoint.location",
+                (f"{spec.checkpoint.location} is outside the checkpoint roots ({_listed((*roots, *DRIVER_MOUNTS))})"),
             )
         return
     mount = volume_mount(where.path)
     if not any(locations.under(mount, root) for root in roots):
         example = f"{roots[0] if roots else '/checkpoints'}/my-query"
-        yield ".checkpoint.location", (
-            f"the checkpoint volume would be mounted at {mount}: volumes go below {_listed(roots)} (e.g. {example})"
+        yield (
+            ".checkpoint.location",
+            (f"the checkpoint volume would be mounted at {mount}: volumes go below {_listed(roots)} (e.g. {example})"),
         )
 
 
@@ -477,9 +493,7 @@ def _prefix_matches(where: locations.Location, pattern: str, namespace: str) -> 
     bucket, _, prefix = rest.partition("/")
     prefix = "/" + prefix.strip("/")
     return (
-        scheme in ("*", where.scheme)
-        and bucket in ("*", where.bucket)
-        and (prefix == "/" or locations.under(where.path, prefix))
+        scheme in ("*", where.scheme) and bucket in ("*", where.bucket) and (prefix == "/" or locations.under(where.path, prefix))
     )
 
 
@@ -490,15 +504,19 @@ def _remote_checkpoint(spec: QuerySpec, policy: Policy, facts: OperatorFacts, na
         return
     shown = locations.redacted(location)
     if where.userinfo:
-        yield ".checkpoint.location", (
-            f"{shown} holds credentials in the URI: they would show in status and logs; "
-            "use checkpoint.s3.credentials.secretRef"
+        yield (
+            ".checkpoint.location",
+            (
+                f"{shown} holds credentials in the URI: they would show in status and logs; "
+                "use checkpoint.s3.credentials.secretRef"
+            ),
         )
     if where.extras or where.dot_segments or not where.bucket:
         yield ".checkpoint.location", f"{shown} is not a plain scheme://bucket/path URI (no ., .., ? or #)"
     if where.scheme not in policy.checkpoint_schemes:
-        yield ".checkpoint.location", (
-            f"{where.scheme}:// checkpoints are not allowed (allowed: {_listed(policy.checkpoint_schemes)})"
+        yield (
+            ".checkpoint.location",
+            (f"{where.scheme}:// checkpoints are not allowed (allowed: {_listed(policy.checkpoint_schemes)})"),
         )
     elif not any(_prefix_matches(where, p, namespace or "default") for p in policy.remote_checkpoint_prefixes):
         allowed = _listed(p.replace(NAMESPACE_VARIABLE, namespace or "default") for p in policy.remote_checkpoint_prefixes)
@@ -516,14 +534,20 @@ def _node_identity(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
     s3 = spec.checkpoint.s3
     if where.scheme == "s3a":
         if s3 is None or s3.credentials is None:
-            yield ".checkpoint.s3.credentials", (
-                "an s3a:// checkpoint without credentials writes with the node's identity (S3A's default chain: "
-                "instance profile, IRSA), the platform's rights; set spec.checkpoint.s3.credentials.secretRef"
+            yield (
+                ".checkpoint.s3.credentials",
+                (
+                    "an s3a:// checkpoint without credentials writes with the node's identity (S3A's default chain: "
+                    "instance profile, IRSA), the platform's rights; set spec.checkpoint.s3.credentials.secretRef"
+                ),
             )
         return
-    yield ".checkpoint.location", (
-        f"a {where.scheme}:// checkpoint has no credentials of its own (only s3a:// takes "
-        "spec.checkpoint.s3.credentials): it would write with the node's identity, the platform's rights"
+    yield (
+        ".checkpoint.location",
+        (
+            f"a {where.scheme}:// checkpoint has no credentials of its own (only s3a:// takes "
+            "spec.checkpoint.s3.credentials): it would write with the node's identity, the platform's rights"
+        ),
     )
 
 
@@ -545,9 +569,12 @@ def _derived_locations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, na
 def _executors(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     count = capacity.executors_at_once(spec)
     if count.total > policy.max_executors:
-        yield ".runtime.executors.instances", (
-            f"{count.explain(f'{count.executors} executors', f'{count.total} executors')}, "
-            f"at most {policy.max_executors} allowed"
+        yield (
+            ".runtime.executors.instances",
+            (
+                f"{count.explain(f'{count.executors} executors', f'{count.total} executors')}, "
+                f"at most {policy.max_executors} allowed"
+            ),
         )
 
 
@@ -555,9 +582,12 @@ def _cores(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str
     count = capacity.cores_at_once(spec)
     if count.total > policy.max_cores:
         one = f"{_number(count.driver)} driver" + _each_executor(count, _number)
-        yield ".runtime", (
-            f"{count.explain(one, f'{_number(count.total)} cores')} (per pod cores or coreRequest, the larger), "
-            f"at most {policy.max_cores} allowed"
+        yield (
+            ".runtime",
+            (
+                f"{count.explain(one, f'{_number(count.total)} cores')} (per pod cores or coreRequest, the larger), "
+                f"at most {policy.max_cores} allowed"
+            ),
         )
 
 
@@ -577,21 +607,26 @@ def _memory(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: st
     count = capacity.memory_at_once(spec)
     if count.total > parse_quantity(policy.max_memory):
         one = f"{_gi(count.driver)} driver" + _each_executor(count, _gi)
-        yield ".runtime", (
-            f"{count.explain(one, f'{_gi(count.total)} of memory')} (executors with Spark's overhead), "
-            f"at most {policy.max_memory} allowed"
+        yield (
+            ".runtime",
+            (
+                f"{count.explain(one, f'{_gi(count.total)} of memory')} (executors with Spark's overhead), "
+                f"at most {policy.max_memory} allowed"
+            ),
         )
 
 
 def _restarts(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     restart = spec.restart_policy
     if duration_ms(restart.backoff.initial) < duration_ms(policy.min_backoff):
-        yield ".restartPolicy.backoff.initial", (
-            f"backoff {restart.backoff.initial} is below the platform's floor of {policy.min_backoff}"
+        yield (
+            ".restartPolicy.backoff.initial",
+            (f"backoff {restart.backoff.initial} is below the platform's floor of {policy.min_backoff}"),
         )
     if duration_ms(restart.stable_after) < duration_ms(policy.min_stable_after):
-        yield ".restartPolicy.stableAfter", (
-            f"stableAfter {restart.stable_after} is below the platform's floor of {policy.min_stable_after}"
+        yield (
+            ".restartPolicy.stableAfter",
+            (f"stableAfter {restart.stable_after} is below the platform's floor of {policy.min_stable_after}"),
         )
     if policy.max_restarts >= 0 and not 0 <= restart.max_restarts <= policy.max_restarts:
         asked = "unlimited" if restart.max_restarts < 0 else restart.max_restarts
@@ -617,7 +652,7 @@ class Connection:
 def connections(spec: QuerySpec) -> Iterator[Connection]:
     """Every address a query makes its pods connect to."""
     for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
-        for server in (endpoint.bootstrap_servers.split(",") if endpoint is not None else ()):
+        for server in endpoint.bootstrap_servers.split(",") if endpoint is not None else ():
             if server.strip():  # Kafka skips empty entries
                 yield Connection(f"{at}.bootstrapServers", server, server.strip())
     keyed = [(path, key, value) for path, key, value in kafka_options(spec)]
@@ -664,9 +699,12 @@ def _endpoints(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace:
         hit = next((h for reading in readings for h in hosts.denied_by(reading, denied)), None)
         if hit is not None:
             entry, matched = hit
-            yield connection.path, (
-                f"{connection.shown} is {matched}, which {entry} denies: the cloud metadata endpoints are never "
-                "a broker, a store or a namenode"
+            yield (
+                connection.path,
+                (
+                    f"{connection.shown} is {matched}, which {entry} denies: the cloud metadata endpoints are never "
+                    "a broker, a store or a namenode"
+                ),
             )
 
 
@@ -707,7 +745,7 @@ def _kafka_options(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
     for path, key, value in kafka_options(spec):
         if "${" in value:
             yield path, "${...} in a value is a config-provider reference (it reads files or the environment)"
-        setting = key[len("kafka."):] if key.lower().startswith("kafka.") else None
+        setting = key[len("kafka.") :] if key.lower().startswith("kafka.") else None
         if setting is None or matches(setting, policy.allowed_kafka_options):
             continue
         why = kafka_settings.refusal(setting)
@@ -823,12 +861,13 @@ def _class_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace
         if "${" in value:
             yield f".runtime.sparkConf.{key}", "${...} in a value is filled from Spark's configuration and the environment"
         elif (
-            CLASS_NAME_KEY.search(key) or any(CLASS_NAME_VALUE.match(v) for v in value.split(","))
-        ) and key not in policy.allowed_spark_conf and not all(
-            v.strip().startswith(SPARK_CLASSES) for v in value.split(",") if v.strip()
+            (CLASS_NAME_KEY.search(key) or any(CLASS_NAME_VALUE.match(v) for v in value.split(",")))
+            and key not in policy.allowed_spark_conf
+            and not all(v.strip().startswith(SPARK_CLASSES) for v in value.split(",") if v.strip())
         ):
-            yield f".runtime.sparkConf.{key}", (
-                f"{key} names classes to load; only {SPARK_CLASSES}* unless the policy lists the key"
+            yield (
+                f".runtime.sparkConf.{key}",
+                (f"{key} names classes to load; only {SPARK_CLASSES}* unless the policy lists the key"),
             )
 
 
@@ -842,8 +881,9 @@ def _operator_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
 def _secret_conf(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     for key in spec.runtime.spark_conf:
         if SECRET_LOOKING_KEY.search(key):
-            yield f".runtime.sparkConf.{key}", (
-                f"{key} looks like a secret: secrets come from a Secret (auth.secretRef), never from sparkConf"
+            yield (
+                f".runtime.sparkConf.{key}",
+                (f"{key} looks like a secret: secrets come from a Secret (auth.secretRef), never from sparkConf"),
             )
 
 

@@ -53,7 +53,7 @@ def problems_from_validation_error(error: ValidationError, prefix: str = "spec")
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         message = item["msg"]
         if message.startswith("Value error, "):
-            message = message[len("Value error, "):]
+            message = message[len("Value error, ") :]
         if item["type"] == "extra_forbidden":
             message = "unknown field"
         elif item["type"] == "missing":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+
 from app.contract.checkpoint import offsets_json
 from app.contract.progress import ProgressRecord
 
@@ -22,7 +23,7 @@ class ResumeFrom:
         return json.dumps({k: v for k, v in data.items() if v is not None}, sort_keys=True)
 
     @classmethod
-    def from_annotation(cls, text: str | None) -> "ResumeFrom | None":
+    def from_annotation(cls, text: str | None) -> ResumeFrom | None:
         if not text:
             return None
         try:
@@ -32,7 +33,7 @@ class ResumeFrom:
             return None
 
     @classmethod
-    def from_progress(cls, progress: ProgressRecord | None, checkpoint: str) -> "ResumeFrom | None":
+    def from_progress(cls, progress: ProgressRecord | None, checkpoint: str) -> ResumeFrom | None:
         """From status.progress, when it was committed to this checkpoint."""
         if progress is None or progress.checkpoint != checkpoint or not progress.committed_offsets:
             return None

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.contract import spec as model
 from app.contract import exactly_once, sql
+from app.contract import spec as model
 from app.contract.modes import Mode
 from app.contract.problems import Problem
 from app.contract.spec import QuerySpec, duration_ms
@@ -58,9 +58,7 @@ class Rule:
 def check_rules(spec: QuerySpec, prefix: str = "spec", rules: Iterable[Rule] | None = None) -> list[Problem]:
     """Every problem the rules find, each at a path below ``prefix``."""
     return [
-        Problem(f"{prefix}{path}", message)
-        for rule in (RULES if rules is None else rules)
-        for path, message in rule.check(spec)
+        Problem(f"{prefix}{path}", message) for rule in (RULES if rules is None else rules) for path, message in rule.check(spec)
     ]
 
 
@@ -150,8 +148,6 @@ def _standby(spec: QuerySpec) -> Found:
         yield ".checkpoint", SHARED_CHECKPOINT
 
 
-
-
 def _standby_cel() -> tuple[Cel, ...]:
     wants = "has(self.runtime) && has(self.runtime.standby) && self.runtime.standby"
     shared = ("(has(self.checkpoint.volume) && (has(self.checkpoint.volume.persistentVolumeClaim) || "
@@ -180,9 +176,12 @@ def _slots(spec: QuerySpec) -> Found:
     partitions = spec.source.rate.num_partitions
     slots = spec.runtime.task_slots(spec.mode, partitions)
     if slots <= partitions:
-        yield ".runtime.parallelism", (
-            f"continuous mode needs more task slots than source partitions: {partitions} partitions, "
-            f"{slots} slots (set runtime.parallelism to at least {partitions + 1})"
+        yield (
+            ".runtime.parallelism",
+            (
+                f"continuous mode needs more task slots than source partitions: {partitions} partitions, "
+                f"{slots} slots (set runtime.parallelism to at least {partitions + 1})"
+            ),
         )
 
 
@@ -225,8 +224,11 @@ def _kafka_tls(spec: QuerySpec) -> Found:
     for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
         if endpoint is not None and endpoint.tls is not None and endpoint.auth is not None:
             if endpoint.auth.security_protocol is not model.SecurityProtocol.SASL_SSL:
-                yield (f"{at}.auth.securityProtocol", f"{endpoint.auth.security_protocol} sends the SASL credentials "
-                       f"without TLS, yet {at[1:]}.tls is set: use SASL_SSL (SASL over TLS with tls's CA)")
+                yield (
+                    f"{at}.auth.securityProtocol",
+                    f"{endpoint.auth.security_protocol} sends the SASL credentials "
+                    f"without TLS, yet {at[1:]}.tls is set: use SASL_SSL (SASL over TLS with tls's CA)",
+                )
 
 
 def _transforms(spec: QuerySpec) -> Found:
@@ -286,7 +288,6 @@ KNOWN_SINK_OPTIONS = {"includeheaders"}
 SECRET_LOOKING = re.compile(r"password|secret|jaas|token|sasl\.oauthbearer", re.IGNORECASE)
 
 
-
 def transform_texts(spec: QuerySpec) -> Found:
     """(path, SQL text) for every expression the transforms hold."""
     for i, step in enumerate(spec.transforms):
@@ -319,8 +320,7 @@ def _option_rules(options: dict[str, str], at: str, owned: dict[str, str], known
         elif lowered not in known:
             yield (
                 f"{at}.{key}",
-                "unknown option; Kafka client settings need the kafka. prefix, "
-                f"Spark options are: {', '.join(sorted(known))}",
+                f"unknown option; Kafka client settings need the kafka. prefix, Spark options are: {', '.join(sorted(known))}",
             )
         if not isinstance(value, str) or value == "":
             yield f"{at}.{key}", "needs a non-empty value"
@@ -350,15 +350,21 @@ RULES: tuple[Rule, ...] = (
     Rule("backoff-order", _backoff, (_backoff_cel(),)),
     Rule("continuous-slots", _slots, (_slots_cel(),)),
     Rule("standby-shared-checkpoint", _standby, _standby_cel()),
-    Rule("checkpoint-s3-location", _s3_location, (
-        Cel("!has(self.s3) || self.location.startsWith('s3a://')", S3_NEEDS_S3A, field_path=".s3", at=("checkpoint",)),
-    )),
-    Rule("kafka-topics-or-pattern", _topics_or_pattern, (
-        Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),
-    )),
+    Rule(
+        "checkpoint-s3-location",
+        _s3_location,
+        (Cel("!has(self.s3) || self.location.startsWith('s3a://')", S3_NEEDS_S3A, field_path=".s3", at=("checkpoint",)),),
+    ),
+    Rule(
+        "kafka-topics-or-pattern",
+        _topics_or_pattern,
+        (Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),),
+    ),
     Rule("kafka-options", _kafka),
     Rule("kafka-tls-protocol", _kafka_tls),
     Rule("transforms", _transforms),
-    *(Rule(name, check, tuple(Cel(rule, message, field_path=path) for rule, message, path in cel))
-      for name, check, cel in exactly_once.checks()),
+    *(
+        Rule(name, check, tuple(Cel(rule, message, field_path=path) for rule, message, path in cel))
+        for name, check, cel in exactly_once.checks()
+    ),
 )

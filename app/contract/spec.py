@@ -17,8 +17,8 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from kubernetes.utils import parse_duration, parse_quantity
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 from app.contract.modes import Mode, OutputMode
@@ -156,8 +156,7 @@ class ClientCertificateRef(Model):
     name: K8sName = Field(description=f"Name of the Secret; {SECRET_POLICY}.")
     certificate_key: SecretKey = Field(
         default="tls.crt",
-        description="Key of the Secret that holds the client certificate chain, PEM (a Strimzi KafkaUser's: "
-        "user.crt).",
+        description="Key of the Secret that holds the client certificate chain, PEM (a Strimzi KafkaUser's: user.crt).",
     )
     key_key: SecretKey = Field(
         default="tls.key",
@@ -262,9 +261,7 @@ class WithColumn(Model):
     """Add a column computed by a SQL expression, or replace the column of that name."""
 
     name: Name = Field(description="The column's name.")
-    expr: Expression = Field(
-        description="A Spark SQL expression over the row, e.g. CAST(value AS STRING); no subquery."
-    )
+    expr: Expression = Field(description="A Spark SQL expression over the row, e.g. CAST(value AS STRING); no subquery.")
 
 
 class Transform(OneOf):
@@ -302,7 +299,9 @@ class KafkaTransactions(Model):
     """How an exactlyOnce sink writes (docs/architecture.md, "Exactly-once Kafka output")."""
 
     producers: int = Field(
-        default=2, ge=1, le=256,
+        default=2,
+        ge=1,
+        le=256,
         description="Transactional producers per batch: the batch's rows are hashed over this many writers. "
         "Change it only after the query stopped cleanly (a batch half written under one count is not "
         "recognised under another).",
@@ -450,8 +449,7 @@ class CheckpointVolume(Model):
     )  # fmt: skip
     host_path: LongStr | None = Field(
         default=None,
-        description="Single-node clusters only: a directory of the node, made if missing, below the platform's "
-        "hostPathPrefixes.",
+        description="Single-node clusters only: a directory of the node, made if missing, below the platform's hostPathPrefixes.",
     )
 
 
@@ -464,9 +462,7 @@ class S3SecretRef(Model):
     """A Secret with the access key pair, mounted into the driver and read at start; never copied anywhere."""
 
     name: K8sName = Field(description=f"Name of the Secret, in the query's namespace; {SECRET_POLICY}.")
-    access_key_id_key: SecretKey = Field(
-        default="accessKeyId", description="Key of the Secret that holds the access key id."
-    )
+    access_key_id_key: SecretKey = Field(default="accessKeyId", description="Key of the Secret that holds the access key id.")
     secret_access_key_key: SecretKey = Field(
         default="secretAccessKey", description="Key of the Secret that holds the secret access key."
     )
@@ -641,7 +637,9 @@ class NodeSelectorRequirement(Model):
     key: QualifiedName = Field(description="The node label's key.")
     operator: SelectorOperator = Field(description="In, NotIn, Exists, DoesNotExist, Gt or Lt.")
     values: list[LabelValue] = Field(
-        default_factory=list, max_length=MAX_VALUES, description="The values: none for Exists and DoesNotExist, one for Gt and Lt."
+        default_factory=list,
+        max_length=MAX_VALUES,
+        description="The values: none for Exists and DoesNotExist, one for Gt and Lt.",
     )
 
     @model_validator(mode="after")
@@ -965,8 +963,7 @@ class RestartPolicy(Model):
     backoff: Backoff = Field(default_factory=Backoff)
     stable_after: Duration = Field(
         default="10m",
-        description="Running this long resets the restart counter (status.restarts); at least the platform's "
-        "minStableAfter.",
+        description="Running this long resets the restart counter (status.restarts); at least the platform's minStableAfter.",
     )
     force_delete_after: Duration = Field(
         default="5m",

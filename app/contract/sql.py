@@ -46,13 +46,32 @@ REFUSED_FUNCTIONS: dict[str, str] = {
         "it loads a schema or descriptor from a file or URL",
     ),
     **dict.fromkeys(
-        ("xpath", "xpath_boolean", "xpath_double", "xpath_float", "xpath_int", "xpath_long", "xpath_number",
-         "xpath_short", "xpath_string", "from_xml", "schema_of_xml"),
+        (
+            "xpath",
+            "xpath_boolean",
+            "xpath_double",
+            "xpath_float",
+            "xpath_int",
+            "xpath_long",
+            "xpath_number",
+            "xpath_short",
+            "xpath_string",
+            "from_xml",
+            "schema_of_xml",
+        ),
         "it parses XML, whose external entities can read files",
     ),  # fmt: skip
     **dict.fromkeys(
-        ("current_user", "user", "session_user", "version", "python_worker_logs", "input_file_name",
-         "input_file_block_length", "input_file_block_start"),
+        (
+            "current_user",
+            "user",
+            "session_user",
+            "version",
+            "python_worker_logs",
+            "input_file_name",
+            "input_file_block_length",
+            "input_file_block_start",
+        ),
         "it reads the environment the query runs in",
     ),  # fmt: skip
 }
@@ -146,8 +165,7 @@ def called_names(text: str) -> list[str] | None:
     return [
         token.text.lower()
         for token, following in zip(tokens, tokens[1:])
-        if following.token_type is TokenType.L_PAREN
-        and (token.token_type in _NAME_TOKENS or _WORD.match(token.text))
+        if following.token_type is TokenType.L_PAREN and (token.token_type in _NAME_TOKENS or _WORD.match(token.text))
     ]
 
 

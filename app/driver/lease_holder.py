@@ -21,8 +21,16 @@ from datetime import UTC, datetime
 from pydantic import Field
 
 from app.contract.environment import EmptyIsUnset, EnvSettings
-from app.contract.lease import (DURATION_S, FENCE_GRACE_S, LEASE_ENV, POD_NAME_ENV, POD_NAMESPACE_ENV, POLL_EVERY_S,
-                                RENEW_DEADLINE_S, RENEW_EVERY_S)
+from app.contract.lease import (
+    DURATION_S,
+    FENCE_GRACE_S,
+    LEASE_ENV,
+    POD_NAME_ENV,
+    POD_NAMESPACE_ENV,
+    POLL_EVERY_S,
+    RENEW_DEADLINE_S,
+    RENEW_EVERY_S,
+)
 
 log = logging.getLogger("streamq.lease")
 REQUEST_TIMEOUT_S = 2.0  # a renew that takes longer is as good as lost: the next try comes in a second
@@ -112,7 +120,7 @@ class DriverLease:
         self._looking: Candidate | None = None
 
     @classmethod
-    def from_env(cls, env=None) -> "DriverLease | None":
+    def from_env(cls, env=None) -> DriverLease | None:
         """The lease the operator named on a standby query's driver pod; None for every other run."""
         found = _LeaseEnv.read(env)
         if not found.name:

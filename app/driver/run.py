@@ -11,36 +11,44 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from app.checkpoints.reader import CheckpointError, CheckpointState, S3Options, configure_s3, local_path, read_checkpoint, unwritable
 from pydantic import Field
 
-from app.contract.environment import EnvSettings
-from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
-from app.contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
-from app.contract.failpoints import Failpoint
-from app.pipeline.failures import classify, one_line
-from app.driver.restarts import InPlaceRestarts
-from app.driver.lease_holder import DriverLease
-from app.driver import executors
-from app.driver.bluegreen import as_green, blue_committed
-from app.driver.ready import mark_ready
-from app.driver.warmup import running_tasks, warm_up
-from app.driver.write_fence import FENCED_WRITE, WriteFence, fenced
-from app.pipeline.credentials import s3_credentials
-from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
+from app.checkpoints.reader import (
+    CheckpointError,
+    CheckpointState,
+    S3Options,
+    configure_s3,
+    local_path,
+    read_checkpoint,
+    unwritable,
+)
 from app.console.lines import committed_summary, progress_line
 from app.console.terminal import Terminal
-from app.pipeline.plan import build_dataframe, build_writer
-from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
-from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
-from app.monitoring.watchdog import Watch, Watchdog
-from app.contract.progress import Recovered
-from app.contract.resume import ResumeFrom
-from app.driver.starting_offsets import StartPlan, plan_start
+from app.contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
+from app.contract.environment import EnvSettings
+from app.contract.failpoints import Failpoint
 from app.contract.load import QueryDocument
 from app.contract.modes import Mode
-from app.contract.spec import IncompatibleChange, QuerySpec
 from app.contract.problems import SpecError
+from app.contract.progress import Recovered
+from app.contract.resume import ResumeFrom
+from app.contract.spec import IncompatibleChange, QuerySpec
+from app.driver import executors
+from app.driver.bluegreen import as_green, blue_committed
+from app.driver.lease_holder import DriverLease
+from app.driver.ready import mark_ready
+from app.driver.restarts import InPlaceRestarts
+from app.driver.starting_offsets import StartPlan, plan_start
+from app.driver.warmup import running_tasks, warm_up
+from app.driver.write_fence import FENCED_WRITE, WriteFence, fenced
+from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
+from app.monitoring.watchdog import Watch, Watchdog
+from app.pipeline.credentials import s3_credentials
+from app.pipeline.failures import classify, one_line
+from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
+from app.pipeline.plan import build_dataframe, build_writer
+from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
 
 log = logging.getLogger("streamq.job")
 STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)
@@ -59,7 +67,7 @@ class RunOptions:
     human: bool = False  # progress as one readable line on a terminal instead of JSON (app.console.lines)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> "RunOptions":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> RunOptions:
         """The driver pod's environment (read when asked, never at import); keyword arguments win."""
         found = cls(**_RunEnv.read(env).given())
         return replace(found, **{k: v for k, v in overrides.items() if v is not None})
@@ -181,7 +189,9 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     except SpecError as exc:  # e.g. a credentials file that is not there
         return finish(ExitCode.INVALID_SPEC, str(exc), options)
     if partitions:
-        log.info("source partitions: %s; task slots: %d%s", partitions, slots, " (sized for them)" if spec.runtime.auto_sized else "")
+        log.info(
+            "source partitions: %s; task slots: %d%s", partitions, slots, " (sized for them)" if spec.runtime.auto_sized else ""
+        )
 
     cannot_write = unwritable(spec.checkpoint.location)
     if cannot_write:
@@ -274,7 +284,9 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
             return finish(code, reason, options)
         if not run.stopped(within_s=STOP_WAIT_S):  # never two runs of one query in one JVM: a new pod instead
             return finish(code, f"{reason} (the failed query did not stop within {STOP_WAIT_S:g}s)", options)
-        log.warning("query failed (%s); restarting it in place from the checkpoint in %gs (%s)", reason, delay, job.restarts.describe())
+        log.warning(
+            "query failed (%s); restarting it in place from the checkpoint in %gs (%s)", reason, delay, job.restarts.describe()
+        )
         if not run.wait_for_source(reason) or stop.event.wait(delay):
             break
         recovered = None  # said once, by the first run
@@ -398,7 +410,9 @@ def _within(seconds: float, name: str, stop: Callable[[], object], failed: Calla
 LEASE_LOST_REASON = "lost the driver lease: another driver may run the query; stopped"
 
 
-def _watch(query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: threading.Event | None = None) -> tuple[ExitCode, str]:
+def _watch(
+    query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: threading.Event | None = None
+) -> tuple[ExitCode, str]:
     """How the query ended: (code, one-line reason)."""
     while query.isActive:
         if fence is not None and fence.is_set():

@@ -49,7 +49,7 @@ class WriteFence:
         self._fence = java_class
 
     @classmethod
-    def in_session(cls, spark) -> "WriteFence | None":
+    def in_session(cls, spark) -> WriteFence | None:
         """The fence class of the session's JVM; None (said once, loudly) when its jar is missing."""
         from py4j.java_gateway import JavaClass
 

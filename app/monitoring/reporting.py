@@ -15,16 +15,16 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
+from app.console.lines import due_for_people
 from app.contract.checkpoint import CheckpointState, KafkaOffsets
 from app.contract.modes import Mode
 from app.contract.progress import EVENT, CheckpointHolds, ProgressHealth, ProgressRecord, Recovered
 from app.monitoring.health import Verdict
-from app.console.lines import due_for_people
 
 
 def iso(moment: float | None = None) -> str | None:

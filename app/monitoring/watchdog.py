@@ -19,18 +19,36 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol
+from typing import Protocol
 
 from app.checkpoints.reader import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
-from app.contract.compat import Holds
 from app.contract import ExitCode
-from app.monitoring.health import (HealthState, StallClock, Verdict, compute_lag, judge, partitions_changed, rate_lag,
-                        rate_rows, starting_positions)
-from app.pipeline.kafka_checks import KafkaEndpoint, PreflightError, admin_client, describe_topics, endpoints, list_offsets, source_partitions
+from app.contract.compat import Holds
 from app.contract.progress import ProgressRecord, Recovered
-from app.monitoring.reporting import ListenerRates, ProgressSink, Rates, progress_record
 from app.contract.spec import OnStall, QuerySpec
+from app.monitoring.health import (
+    HealthState,
+    StallClock,
+    Verdict,
+    compute_lag,
+    judge,
+    partitions_changed,
+    rate_lag,
+    rate_rows,
+    starting_positions,
+)
+from app.monitoring.reporting import ListenerRates, ProgressSink, Rates, progress_record
+from app.pipeline.kafka_checks import (
+    KafkaEndpoint,
+    PreflightError,
+    admin_client,
+    describe_topics,
+    endpoints,
+    list_offsets,
+    source_partitions,
+)
 
 log = logging.getLogger("streamq.watchdog")
 MIN_TICK_S = 1.0  # the listener's wake-ups never make looks more frequent than this
@@ -146,7 +164,9 @@ class Watch:
         step = Step()
         if obs.unreachable:
             step.exit = (ExitCode.QUERY_FAILED, obs.unreachable)
-        elif obs.partitions is not None and (changed := partitions_changed(self.spec, self.partitions, obs.partitions, self.slots)):
+        elif obs.partitions is not None and (
+            changed := partitions_changed(self.spec, self.partitions, obs.partitions, self.slots)
+        ):
             step.exit = changed
         elif verdict.state is HealthState.STALLED and self.spec.health.on_stall is OnStall.RESTART:
             step.exit = (ExitCode.STALLED, f"stalled: {verdict.message}")

@@ -68,7 +68,7 @@ def producer_settings(spec: QuerySpec) -> dict[str, str]:
     """The producers' own settings: the sink's kafka.* options the rules let through."""
     settings = {"linger.ms": "5"}
     for key, value in spec.sink.kafka.options.items():
-        setting = key[len("kafka."):].lower()
+        setting = key[len("kafka.") :].lower()
         if setting in WRITER_SETTINGS:  # the rules refused every other option
             settings[setting] = value
     return settings

@@ -27,8 +27,11 @@ _REFUSED_TEXT = re.compile(r"AnalysisException|ParseException|does not support|n
 # Runtime trouble that a restart can fix even when the text says "not supported".
 # ContinuousTaskRetryException: continuous mode cannot retry a task (an executor died); its text says
 # "does not support", yet the query itself is fine: restart it from the checkpoint.
-_RETRYABLE = re.compile(r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker|"
-                        r"ContinuousTaskRetryException|does not support task retry", re.I)
+_RETRYABLE = re.compile(
+    r"TimeoutException|DisconnectException|NetworkException|Connection refused|broker|"
+    r"ContinuousTaskRetryException|does not support task retry",
+    re.I,
+)
 
 # A checkpoint location whose scheme no filesystem on the classpath serves: Spark wraps it in
 # CANNOT_LOAD_CHECKPOINT_FILE_MANAGER (or Hadoop's UnsupportedFileSystemException comes through
@@ -66,7 +69,9 @@ def unsupported_filesystem(error: BaseException | str) -> str | None:
     head = f"no filesystem in this image serves {what}{missing}, so {where} cannot be used"
     if found.group("linked"):
         linked = found.group("linked").replace("/", ".")
-        head = f"the filesystem for {what} in this image is incomplete ({linked} is not on the classpath), so {where} cannot be used"
+        head = (
+            f"the filesystem for {what} in this image is incomplete ({linked} is not on the classpath), so {where} cannot be used"
+        )
     if scheme in SERVED_SCHEMES:  # an image built without them
         return f"{head}: the image lacks hadoop-aws and the AWS SDK jars (hack/install-jars.sh, hack/build-image.sh)"
     return f"{head}: use a local path (a checkpoint volume) or s3a://bucket/path, or an image with that filesystem's jars"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.contract.checkpoint import KafkaOffsets
 from app.contract import ExitCode
-from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
+from app.contract.checkpoint import KafkaOffsets
 from app.contract.spec import QuerySpec
+from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,15 @@ _UNTRUSTED = re.compile(r"certificate verify failed|unable to get local issuer|s
 def tls_hint(reason: str, role: str) -> str:
     """What to check, after librdkafka's reason, when the TLS handshake failed; "" otherwise."""
     if _PEER_REFUSED.search(reason):
-        return (f" (the broker refused the TLS handshake: it requires a client certificate it trusts; "
-                f"set spec.{role}.kafka.tls.clientCertificate to a Secret with one its CA signed)")
+        return (
+            f" (the broker refused the TLS handshake: it requires a client certificate it trusts; "
+            f"set spec.{role}.kafka.tls.clientCertificate to a Secret with one its CA signed)"
+        )
     if _UNTRUSTED.search(reason):
-        return (f" (the broker's certificate is not trusted: set spec.{role}.kafka.tls.caSecretRef to a Secret with "
-                "the CA that signed it, and name the brokers as their certificate does)")
+        return (
+            f" (the broker's certificate is not trusted: set spec.{role}.kafka.tls.caSecretRef to a Secret with "
+            "the CA that signed it, and name the brokers as their certificate does)"
+        )
     return ""
 
 

@@ -8,9 +8,9 @@ import socket
 from app.contract import QUERY_ENV, WRITER_HEADER
 from app.contract.exactly_once import source_group_prefix
 from app.contract.modes import Mode
+from app.contract.spec import QuerySpec, Transform, spark_interval
 from app.pipeline.credentials import kafka_auth_options, kafka_tls_options
 from app.pipeline.exactly_once import ExactlyOnceSink, namespace_of
-from app.contract.spec import QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:

@@ -159,7 +159,9 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_s
     # Python workers run the exactlyOnce sink's writers: this interpreter has their packages
     # (the image sets PYSPARK_PYTHON to its venv; a local run would start whatever python3 is first on PATH).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    secrets = s3a_hadoop_secrets(spec.checkpoint.s3) if with_secrets else {}  # read before the JVM starts: a missing file fails fast
+    secrets = (
+        s3a_hadoop_secrets(spec.checkpoint.s3) if with_secrets else {}
+    )  # read before the JVM starts: a missing file fails fast
     if with_secrets and not secrets and spec.checkpoint.location.startswith("s3a://"):
         # only a policy with allowNodeIdentity lets such a spec through (app.contract.policy._node_identity)
         log.warning("checkpoint %s has no checkpoint.s3.credentials: S3A signs with its default chain (environment, "

@@ -48,18 +48,28 @@ The rules of a first decision, in the order ``decide`` applies them:
 
 from __future__ import annotations
 
-from app.contract.derived import derived_location_problems
+from dataclasses import replace
+
 from app.contract.credentials import credential_secret_problems, refused_for_a_secret
+from app.contract.derived import derived_location_problems
 from app.contract.load import validate_spec
 from app.contract.names import KIND, query_name_problem
 from app.contract.problems import Problem, SpecError
-from dataclasses import replace
-
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.decide.conditions import ProblemKind
-from controller.decide.draft import (WAIT_FOR_DELETION_S, CreateDriver, Decision, DeleteDriver, Draft, Event, Inputs,
-                                     ReleaseLease, ResizeDriver, Verb)
+from controller.decide.draft import (
+    WAIT_FOR_DELETION_S,
+    CreateDriver,
+    Decision,
+    DeleteDriver,
+    Draft,
+    Event,
+    Inputs,
+    ReleaseLease,
+    ResizeDriver,
+    Verb,
+)
 from controller.decide.gate import checkpoint_gate, held
 from controller.decide.spark_ui import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
@@ -67,9 +77,24 @@ from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
 from controller.status import Reconciled
 
-__all__ = ["ActOutcome", "ApplySparkUIService", "CreateDriver", "CreateRefused", "Decision", "DeleteDriver",
-           "DeleteSparkUIService", "Event", "Inputs", "Refusal", "ReleaseLease", "ResizeDriver", "ResizeRefused", "Verb",
-           "creation_failed", "decide"]
+__all__ = [
+    "ActOutcome",
+    "ApplySparkUIService",
+    "CreateDriver",
+    "CreateRefused",
+    "Decision",
+    "DeleteDriver",
+    "DeleteSparkUIService",
+    "Event",
+    "Inputs",
+    "Refusal",
+    "ReleaseLease",
+    "ResizeDriver",
+    "ResizeRefused",
+    "Verb",
+    "creation_failed",
+    "decide",
+]
 
 CREATE_RETRY_S = 15.0  # a refused creation is tried again this much later (a quota may free up, RBAC be fixed)
 
@@ -143,7 +168,9 @@ def _decide(inputs: Inputs) -> Decision:
     for x in drivers_:
         if x is not current:
             d.delete(x, "superseded by a newer attempt")
-    standby.pick(d, standbys, run_spec, run_hash, upgrading=not refused and upgrade.wanted(run_spec, current, run_hash, inputs.policy))
+    standby.pick(
+        d, standbys, run_spec, run_hash, upgrading=not refused and upgrade.wanted(run_spec, current, run_hash, inputs.policy)
+    )
     blockers = [x for x in (*mine, *predecessors) if x is not current and x is not d.standby]
     if current is not None and old.attempt < attempt:  # created, but the status write was lost
         d.status.attempt, d.status.driver, d.status.driver_kind = attempt, current.name, current.kind
@@ -215,8 +242,9 @@ def _decide(inputs: Inputs) -> Decision:
     return restart.ended(d, current, run_spec)
 
 
-def creation_failed(decision: Decision, inputs: Inputs, error: str, retry_in: float = CREATE_RETRY_S,
-                    reason: Reason = Reason.DRIVER_CREATE_FAILED) -> Decision:
+def creation_failed(
+    decision: Decision, inputs: Inputs, error: str, retry_in: float = CREATE_RETRY_S, reason: Reason = Reason.DRIVER_CREATE_FAILED
+) -> Decision:
     """The API refused to create the driver, or a name it needs is another object's (NAME_CONFLICT):
     keep the old status, say why, try again later."""
     d = Draft.start(inputs)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-
 from app.contract.policy import is_policy_problem
 from app.contract.problems import SpecError
 from app.contract.resume import ResumeFrom
@@ -23,7 +22,6 @@ from controller.observe import Driver, LeaseState
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import POD_KIND, Run, run_fields, spec_hash
 from controller.status import CheckpointStatus, Reconciled, format_time, parse_time
-
 
 STUCK_SLACK_S = 30.0  # past its grace period this long, a pod is stuck (not merely slow to report)
 # A Lease's renewTime is written on the holder's clock and read here on the operator's: an expiry
@@ -168,7 +166,11 @@ def _create(d: Draft, run_spec: QuerySpec, checkpoint: CheckpointStatus, attempt
     if old.phase is Phase.SUSPENDED:
         d.event("Normal", Reason.RESUMED, f"suspend: false, starting driver {run.driver_name}")
     what = "restarting" if old.phase is Phase.RESTARTING else "starting"
-    d.event("Normal", Reason.CREATED, f"{what} the query: created {kind.lower() if kind == POD_KIND else kind} {run.driver_name} (attempt {attempt})")
+    d.event(
+        "Normal",
+        Reason.CREATED,
+        f"{what} the query: created {kind.lower() if kind == POD_KIND else kind} {run.driver_name} (attempt {attempt})",
+    )
     d.phase(Phase.STARTING, Reason.CREATED, f"driver {run.driver_name} created (attempt {attempt})")
     return d.finish(Verb.CREATE)
 
@@ -230,8 +232,11 @@ def starting(d: Draft, current: Driver) -> Decision:
     counts as a restart."""
     old = d.old
     previous = old.condition(ConditionType.DEGRADED)
-    was_blocked = old.phase is Phase.STARTING and previous is not None and previous.status == "True" and (
-        previous.reason != Reason.INCOMPATIBLE_CHANGE
+    was_blocked = (
+        old.phase is Phase.STARTING
+        and previous is not None
+        and previous.status == "True"
+        and (previous.reason != Reason.INCOMPATIBLE_CHANGE)
     )
     if current.waiting_reason is None:
         if old.phase is not Phase.STARTING or was_blocked:
@@ -264,8 +269,10 @@ def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
 
 def resized(decision: Decision, action: ResizeDriver) -> Decision:
     """The API server took the resize: said in an event (the kubelet actuates it within a second or two)."""
-    message = (f"driver {action.name} waited on the Lease with {action.waited_on} of CPU; "
-               f"it grows in place to {action.cpu} as it takes over")
+    message = (
+        f"driver {action.name} waited on the Lease with {action.waited_on} of CPU; "
+        f"it grows in place to {action.cpu} as it takes over"
+    )
     event = Event("Normal", Reason.RESIZED, message)
     return replace(decision, events=(*decision.events, event))
 

@@ -19,10 +19,9 @@ spec cannot read.
 
 from __future__ import annotations
 
-
-from app.contract.progress import ProgressRecord
 from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
 from app.contract.policy import warm_upgrades
+from app.contract.progress import ProgressRecord
 from app.contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Decision, Draft, Verb

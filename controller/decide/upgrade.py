@@ -93,7 +93,11 @@ def _why_cold(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkp
         return "the platform turned second drivers and their Lease off (policy.allowStandby: false)"
     if drivers.only_the_nonce_changed(current, None, run_spec, checkpoint.location):
         return ""  # restartNonce asks for a restart: the driver may be the trouble, a graceful hand-over may not come
-    if _blue(d, run_spec, checkpoint) is None and d.old.checkpoint is not None and d.old.checkpoint.location != checkpoint.location:
+    if (
+        _blue(d, run_spec, checkpoint) is None
+        and d.old.checkpoint is not None
+        and d.old.checkpoint.location != checkpoint.location
+    ):
         return "the new spec runs on another checkpoint"
     if current.kind != "Pod" or not current.fenced:
         return (f"driver {current.name} holds no Lease (started before warm upgrades, or with upgrade.strategy "
@@ -272,7 +276,9 @@ def create_refused(inputs: Inputs, decision: Decision, refused: CreateRefused) -
     d = Draft.start(inputs)
     d.status = decision.status.model_copy(deep=True)
     if refused.reason is Refusal.QUOTA:
-        d.status.upgrade = record.model_copy(update={"no_room": True, "message": f"creating {record.driver} was refused: {error}"})
+        d.status.upgrade = record.model_copy(
+            update={"no_room": True, "message": f"creating {record.driver} was refused: {error}"}
+        )
         d.phase(Phase.UPGRADING, Reason.NO_ROOM_FOR_UPGRADE, f"no room for driver {record.driver}: {error}; restarting instead")
         d.wait(0.0)
         return d.finish(Verb.NO_ROOM)

@@ -29,8 +29,7 @@ from controller.render import lease_access, spark_ui
 from controller.render.auth import AUTH_MOUNT_DIR, AUTH_SECRET_BASE64_KEY, AUTH_SECRET_FILE, AUTH_SECRET_KEY, auth_secret
 from controller.render.disruption import disruption_budget
 from controller.render.driver import NODE_LOST_TAINTS, driver_affinity, driver_tolerations, pod_security_context
-from controller.render.executors import (EXECUTOR_TEMPLATE_FILE, driver_service, executor_conf,
-                                         executor_pod_template)
+from controller.render.executors import EXECUTOR_TEMPLATE_FILE, driver_service, executor_conf, executor_pod_template
 from controller.render.pod import driver_pod
 from controller.render.query_config import config_map, query_document
 from controller.render.spark_app import spark_application

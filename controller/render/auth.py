@@ -55,8 +55,14 @@ def auth_conf(run: Run) -> dict[str, str]:
 
 
 def auth_volume(query: str) -> dict[str, Any]:
-    return {"name": _VOLUME_AUTH, "secret": {"secretName": names.auth_secret_name(query), "defaultMode": 0o440,
-                                             "items": [{"key": AUTH_SECRET_KEY, "path": AUTH_SECRET_KEY}]}}
+    return {
+        "name": _VOLUME_AUTH,
+        "secret": {
+            "secretName": names.auth_secret_name(query),
+            "defaultMode": 0o440,
+            "items": [{"key": AUTH_SECRET_KEY, "path": AUTH_SECRET_KEY}],
+        },
+    }
 
 
 def auth_mount() -> dict[str, Any]:

@@ -18,8 +18,15 @@ def disruption_budget(run: Run) -> dict[str, Any] | None:
     if not run.spec.runtime.standby:
         return None
     name = names.disruption_budget_name(run.query)
-    return child("policy/v1", "PodDisruptionBudget", name, run, names.COMPONENT_DISRUPTION, spec={
-        "minAvailable": 1,
-        "selector": {"matchLabels": names.labels(run.query, names.COMPONENT_DRIVER)},
-        "unhealthyPodEvictionPolicy": "AlwaysAllow",
-    })
+    return child(
+        "policy/v1",
+        "PodDisruptionBudget",
+        name,
+        run,
+        names.COMPONENT_DISRUPTION,
+        spec={
+            "minAvailable": 1,
+            "selector": {"matchLabels": names.labels(run.query, names.COMPONENT_DRIVER)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    )

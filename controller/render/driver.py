@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import (POD_IP_ENV, PROGRESS_FILE_ENV, QUERY_ENV, READY_FILE, READY_FILE_ENV, SECRETS_DIR_ENV,
-                          SECRETS_MOUNT_DIR, SPEC_FILE_NAME, SPEC_MOUNT_DIR)
+from app.contract import (
+    POD_IP_ENV,
+    PROGRESS_FILE_ENV,
+    QUERY_ENV,
+    READY_FILE,
+    READY_FILE_ENV,
+    SECRETS_DIR_ENV,
+    SECRETS_MOUNT_DIR,
+    SPEC_FILE_NAME,
+    SPEC_MOUNT_DIR,
+)
 from app.contract import placement as contract_placement
 from app.contract.lease import LEASE_ENV, lease_name
 from app.contract.spec import QuerySpec

@@ -126,12 +126,19 @@ def driver_service(run: Run) -> dict[str, Any] | None:
     if not run.uses_executors or run.spec.runtime.backend is not Backend.POD:
         return None
     name = names.driver_service_name(run.query)
-    return child("v1", "Service", name, run, names.COMPONENT_DRIVER_SERVICE, spec={
-        "clusterIP": "None",
-        "selector": names.labels(run.query, names.COMPONENT_DRIVER),
-        "ports": [
-            {"name": names.PORT_DRIVER_RPC, "port": names.DRIVER_PORT, "targetPort": names.DRIVER_PORT},
-            {"name": names.PORT_BLOCK_MANAGER, "port": names.BLOCK_MANAGER_PORT, "targetPort": names.BLOCK_MANAGER_PORT},
-        ],
-        "publishNotReadyAddresses": True,
-    })
+    return child(
+        "v1",
+        "Service",
+        name,
+        run,
+        names.COMPONENT_DRIVER_SERVICE,
+        spec={
+            "clusterIP": "None",
+            "selector": names.labels(run.query, names.COMPONENT_DRIVER),
+            "ports": [
+                {"name": names.PORT_DRIVER_RPC, "port": names.DRIVER_PORT, "targetPort": names.DRIVER_PORT},
+                {"name": names.PORT_BLOCK_MANAGER, "port": names.BLOCK_MANAGER_PORT, "targetPort": names.BLOCK_MANAGER_PORT},
+            ],
+            "publishNotReadyAddresses": True,
+        },
+    )

@@ -77,9 +77,15 @@ def lease_role_binding(run: Run, account: str) -> dict[str, Any]:
     """The Role to ``account``. The subject follows the spec (executors on or off): the
     reconcile path creates it, or patches its subjects to the newest driver's account."""
     name = names.lease_access_name(run.query)
-    return child(RBAC_API_VERSION, "RoleBinding", name, run, names.COMPONENT_LEASE,
-                 roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                 subjects=[{"kind": "ServiceAccount", "name": account, "namespace": run.namespace}])
+    return child(
+        RBAC_API_VERSION,
+        "RoleBinding",
+        name,
+        run,
+        names.COMPONENT_LEASE,
+        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        subjects=[{"kind": "ServiceAccount", "name": account, "namespace": run.namespace}],
+    )
 
 
 def lease(run: Run) -> dict[str, Any]:

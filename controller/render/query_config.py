@@ -56,7 +56,6 @@ def config_map(run: Run, settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": meta(names.config_map_name(run.query), run, names.COMPONENT_QUERY_CONFIG,
-                         annotations=run_annotations(run)),
+        "metadata": meta(names.config_map_name(run.query), run, names.COMPONENT_QUERY_CONFIG, annotations=run_annotations(run)),
         "data": data,
     }

@@ -7,8 +7,7 @@ from typing import Any
 
 from controller import names, placement
 from controller.config import Settings
-from controller.render.driver import (SPEC_PATH, container_security_context, driver_env, image_of,
-                                     pod_security_context, scheduling)
+from controller.render.driver import SPEC_PATH, container_security_context, driver_env, image_of, pod_security_context, scheduling
 from controller.render.meta import meta, run_annotations
 from controller.render.units import spark_memory
 from controller.render.volumes import VOLUME_CHECKPOINT, volumes

@@ -19,7 +19,11 @@ def selector(query: str, attempt: int) -> dict[str, str]:
 
 
 def _metadata(query: str, namespace: str) -> dict[str, Any]:
-    return {"name": names.spark_ui_service_name(query), "namespace": namespace, "labels": names.labels(query, names.COMPONENT_SPARK_UI)}
+    return {
+        "name": names.spark_ui_service_name(query),
+        "namespace": namespace,
+        "labels": names.labels(query, names.COMPONENT_SPARK_UI),
+    }
 
 
 def spark_ui_service(query: str, namespace: str, attempt: int) -> dict[str, Any]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR
-from app.contract import locations
+from app.contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR, locations
 from app.contract.checkpoint import local_path as checkpoint_local_path
 from app.contract.policy import volume_mount
 from app.contract.spec import QuerySpec

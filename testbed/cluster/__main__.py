@@ -1,9 +1,9 @@
 """`python -m testbed.cluster up|down|provider` (what hack/e2e-cluster.sh runs).
 
-    up [--no-addons]   bring a cluster up (plus CoreDNS, Kafka and the operator), print
-                       its KUBECONFIG, and stay in the foreground; ^C or SIGTERM tears it down
-    down               tear down what a crashed run left behind (local provider)
-    provider           print the provider that would be chosen
+up [--no-addons]   bring a cluster up (plus CoreDNS, Kafka and the operator), print
+                   its KUBECONFIG, and stay in the foreground; ^C or SIGTERM tears it down
+down               tear down what a crashed run left behind (local provider)
+provider           print the provider that would be chosen
 """
 
 from __future__ import annotations

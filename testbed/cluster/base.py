@@ -21,8 +21,9 @@ def log(message: str) -> None:
     print(f"[e2e-cluster {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run(argv: list[str], *, check: bool = True, timeout: float = 300, input: str | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], *, check: bool = True, timeout: float = 300, input: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """A command with text output; a failure raises with its stderr in the message."""
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input, env=env)
     if check and proc.returncode != 0:
@@ -61,7 +62,7 @@ class Cluster:
     kubeconfig: Path
 
     # -- lifecycle (providers implement) -------------------------------------------
-    def up(self) -> "Cluster":
+    def up(self) -> Cluster:
         raise NotImplementedError
 
     def down(self) -> None:
@@ -120,7 +121,9 @@ class Cluster:
     def env(self) -> dict[str, str]:
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess:
         argv = [str(kube_bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args]
         proc = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
@@ -136,7 +139,7 @@ class Cluster:
     def helm(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return run([str(kube_bin("helm")), f"--kubeconfig={self.kubeconfig}", *args], timeout=timeout)
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.up()
 
     def __exit__(self, *exc: object) -> None:

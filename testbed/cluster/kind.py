@@ -171,10 +171,12 @@ class KindCluster(Cluster):
 
     def _save_state(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "state.json").write_text(json.dumps({"kafka_port": self.kafka_port, "tools": self.tools, "workers": self.workers}, indent=2))
+        (self.dir / "state.json").write_text(
+            json.dumps({"kafka_port": self.kafka_port, "tools": self.tools, "workers": self.workers}, indent=2)
+        )
 
     # ------------------------------------------------------------------ lifecycle
-    def up(self) -> "KindCluster":
+    def up(self) -> KindCluster:
         self.tools = {}
         self._prepare()
         if self.name in self._kind("get", "clusters").stdout.split():
@@ -226,8 +228,10 @@ class KindCluster(Cluster):
         for route in self.pod_network_routes():
             taken = run(["ip", "route", "show", "exact", route[0]], check=False).stdout.strip()
             if taken and f"via {route[2]} " not in f"{taken} ":  # another network's pods (a local cluster): never take them
-                log(f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
-                    "Prometheus on this machine cannot scrape this cluster's pods")
+                log(
+                    f"pod network route {' '.join(route)}: not added, {route[0]} is routed already ({taken}); "
+                    "Prometheus on this machine cannot scrape this cluster's pods"
+                )
                 continue
             done = run(["ip", "route", "replace", *route], check=False)
             log(f"pod network route {' '.join(route)}: " + ("added" if done.returncode == 0 else done.stderr.strip()))
@@ -319,7 +323,9 @@ class KindCluster(Cluster):
         from testbed.seaweedfs import INSTALL_HINT, WeedMissing
 
         if self.docker("exec", self.node, "test", "-x", f"{NODE_WEED_DIR}/weed", check=False).returncode != 0:
-            raise WeedMissing(f"no weed binary in the kind node (mounted at its creation): {INSTALL_HINT}, then recreate the cluster")
+            raise WeedMissing(
+                f"no weed binary in the kind node (mounted at its creation): {INSTALL_HINT}, then recreate the cluster"
+            )
         return NODE_WEED_DIR
 
     def kill_container(self, container_id: str) -> None:
@@ -363,8 +369,12 @@ class KindCluster(Cluster):
         if down_s:
             time.sleep(down_s)  # the outage itself: its length is the point
         self._on_node(f"systemctl start {name}")
-        answers = ("ctr version >/dev/null" if name == "containerd" else  # the kubelet's healthz, with bash alone
-                   "exec 3<>/dev/tcp/127.0.0.1/10248 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && grep -qx ok <&3")
+        answers = (
+            "ctr version >/dev/null"
+            if name == "containerd"
+            # the kubelet's healthz, with bash alone
+            else "exec 3<>/dev/tcp/127.0.0.1/10248 && printf 'GET /healthz HTTP/1.0\\r\\n\\r\\n' >&3 && grep -qx ok <&3"
+        )
         wait_for(lambda: self._on_node(answers, timeout=20, check=False).returncode == 0, 120, f"{name} answering again",
                  interval=1, ignore=(subprocess.TimeoutExpired,))  # fmt: skip
         log(f"{name} started again")
@@ -377,8 +387,10 @@ class KindCluster(Cluster):
 
     def diagnostics(self) -> str:
         out = []
-        for argv in (["logs", "--tail", "30", self.node],
-                     ["exec", self.node, "journalctl", "--no-pager", "-n", "40", "-u", "kubelet", "-u", "containerd"]):
+        for argv in (
+            ["logs", "--tail", "30", self.node],
+            ["exec", self.node, "journalctl", "--no-pager", "-n", "40", "-u", "kubelet", "-u", "containerd"],
+        ):
             try:
                 proc = self.docker(*argv, check=False, timeout=30)
                 out.append(f"--- docker {' '.join(argv[:2])}\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
@@ -418,8 +430,9 @@ def try_it(cluster: KindCluster) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m testbed.cluster.kind",
-                                     description="a kind cluster with Kafka, the operator and the fraud-filter sample")
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed.cluster.kind", description="a kind cluster with Kafka, the operator and the fraud-filter sample"
+    )
     parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
     parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
     parser.add_argument("--no-sample", action="store_true", help="no fraud-filter query")

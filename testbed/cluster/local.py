@@ -138,7 +138,7 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait(10)
 
-    def again(self) -> "Daemon":
+    def again(self) -> Daemon:
         """The same process started again: same argv, environment and log (appended)."""
         return Daemon(self.name, self.argv, self.logdir, self.env)
 
@@ -218,7 +218,7 @@ class LocalCluster(Cluster):
         self.socket = STATE_DIR / "containerd.sock"
 
     # ------------------------------------------------------------------ up
-    def up(self) -> "LocalCluster":
+    def up(self) -> LocalCluster:
         if os.geteuid() != 0:
             raise RuntimeError("the local provider needs root (containerd, kubelet, iptables)")
         self.lock.acquire(float(os.environ.get("STREAMQ_E2E_LOCK_TIMEOUT", "3600")))
@@ -282,8 +282,9 @@ class LocalCluster(Cluster):
             "scheduler": sign_cert(d, "scheduler", "/CN=system:kube-scheduler"),
             "kube-proxy": sign_cert(d, "kube-proxy", "/CN=system:kube-proxy"),
         }
-        self.kubelet_serving = sign_cert(d, "kubelet-serving", f"/CN={NODE_NAME}", client=False, server=True,
-                                         sans_ips=(NODE_IP,), sans_dns=(NODE_NAME,))
+        self.kubelet_serving = sign_cert(
+            d, "kubelet-serving", f"/CN={NODE_NAME}", client=False, server=True, sans_ips=(NODE_IP,), sans_dns=(NODE_NAME,)
+        )
         self.component_kubeconfigs: dict[str, Path] = {}
         for name, (cert, key) in certs.items():
             path = write_kubeconfig(self.dir / f"{name}.kubeconfig", self.kube.server, pki, name=name)
@@ -335,7 +336,9 @@ class LocalCluster(Cluster):
         for registry in ("docker.io", "registry.k8s.io", "localhost"):
             hosts = STATE_DIR / "certs.d" / registry
             hosts.mkdir(parents=True, exist_ok=True)
-            (hosts / "hosts.toml").write_text('server = "http://127.0.0.1:9"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n')
+            (hosts / "hosts.toml").write_text(
+                'server = "http://127.0.0.1:9"\n[host."http://127.0.0.1:9"]\n  capabilities = ["pull", "resolve"]\n'
+            )
         cni = {
             "cniVersion": "0.4.0",
             "name": "streamq-e2e",
@@ -353,7 +356,7 @@ class LocalCluster(Cluster):
         (STATE_DIR / "cni" / "net.d" / "10-streamq-e2e.conflist").write_text(json.dumps(cni, indent=2))
         config = f"""version = 2
 root = "{CONTAINERD_ROOT}"
-state = "{STATE_DIR / 'containerd'}"
+state = "{STATE_DIR / "containerd"}"
 oom_score = 0
 [grpc]
   address = "{self.socket}"
@@ -377,15 +380,21 @@ oom_score = 0
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{_cni_bin_dir()}"
-    conf_dir = "{STATE_DIR / 'cni' / 'net.d'}"
+    conf_dir = "{STATE_DIR / "cni" / "net.d"}"
   [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "{STATE_DIR / 'certs.d'}"
+    config_path = "{STATE_DIR / "certs.d"}"
 """
         path = STATE_DIR / "containerd.toml"
         path.write_text(config)
         self.daemons["containerd"] = Daemon("containerd", ["containerd", "--config", str(path)], self.dir)
         self._record_pids()
-        wait_for(lambda: (self.daemons["containerd"].check(), self.ctr("version", check=False).returncode == 0)[1], 60, "containerd", interval=0.2, ignore=(Exception,))
+        wait_for(
+            lambda: (self.daemons["containerd"].check(), self.ctr("version", check=False).returncode == 0)[1],
+            60,
+            "containerd",
+            interval=0.2,
+            ignore=(Exception,),
+        )
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
         return run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args], check=check, timeout=timeout)
@@ -495,7 +504,12 @@ oom_score = 0
             return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"])
 
         wait_for(node_ready, 180, lambda: f"node {NODE_NAME} Ready" + "\n" + self.diagnostics(), interval=1, ignore=(Exception,))
-        wait_for(lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0, 60, "the default ServiceAccount", ignore=(Exception,))
+        wait_for(
+            lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
+            60,
+            "the default ServiceAccount",
+            ignore=(Exception,),
+        )
 
     def cleanup_if_still_up(self) -> None:
         """At exit: this process's cluster, if down() never ran (the lock is still ours)."""
@@ -553,7 +567,9 @@ oom_score = 0
 
         def ready() -> bool:
             if kube._apiserver.poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited {kube._apiserver.returncode}:\n{_tail(self.dir / 'kube-apiserver.log')}")
+                raise RuntimeError(
+                    f"kube-apiserver exited {kube._apiserver.returncode}:\n{_tail(self.dir / 'kube-apiserver.log')}"
+                )
             return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).stdout.strip() == "ok"
 
         wait_for(ready, timeout, "kube-apiserver ready again", interval=0.5, ignore=(subprocess.TimeoutExpired,))
@@ -604,7 +620,9 @@ oom_score = 0
                     self.daemons[name].stop()
             with contextlib.suppress(Exception):
                 self.kubectl("delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false", timeout=30)
-                wait_for(lambda: not self.kubectl_json("get", "pods", "-A")["items"], 60, "pods gone", interval=1, ignore=(Exception,))
+                wait_for(
+                    lambda: not self.kubectl_json("get", "pods", "-A")["items"], 60, "pods gone", interval=1, ignore=(Exception,)
+                )
         for name in ("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"):
             if name in self.daemons:
                 self.daemons[name].stop()
@@ -660,13 +678,23 @@ def teardown_node(socket: Path, containerd: Daemon | None) -> None:
     config = STATE_DIR / "containerd.toml"
     started_here = None
     if not socket.exists() or run(["ctr", "--address", str(socket), "version"], check=False, timeout=10).returncode != 0:
-        if config.exists() and (CONTAINERD_ROOT / "io.containerd.runtime.v2.task").exists() or (STATE_DIR / "containerd").exists():
+        if (
+            config.exists()
+            and (CONTAINERD_ROOT / "io.containerd.runtime.v2.task").exists()
+            or (STATE_DIR / "containerd").exists()
+        ):
             logdir = STATE_DIR
             logdir.mkdir(parents=True, exist_ok=True)
             if config.exists():
                 started_here = Daemon("containerd-cleanup", ["containerd", "--config", str(config)], logdir)
                 with contextlib.suppress(TimeoutError):
-                    wait_for(lambda: run(["ctr", "--address", str(socket), "version"], check=False).returncode == 0, 30, "containerd (cleanup)", interval=0.2, ignore=(Exception,))
+                    wait_for(
+                        lambda: run(["ctr", "--address", str(socket), "version"], check=False).returncode == 0,
+                        30,
+                        "containerd (cleanup)",
+                        interval=0.2,
+                        ignore=(Exception,),
+                    )
     ctr = ["ctr", "--address", str(socket), "--namespace", "k8s.io"]
     if socket.exists() and run([*ctr, "version"], check=False, timeout=10).returncode == 0:
         tasks = [line.split()[0] for line in run([*ctr, "tasks", "ls", "-q"], check=False).stdout.splitlines() if line.strip()]
@@ -706,8 +734,12 @@ def restore_host(state: dict[str, Any]) -> None:
         master = iface / "master"
         if master.exists() and master.resolve().name == BRIDGE:
             run(["ip", "link", "delete", iface.name], check=False)
-    for save, restore in (("iptables-save", "iptables-restore"), ("ip6tables-save", "ip6tables-restore"),
-                          ("iptables-legacy-save", "iptables-legacy-restore"), ("ip6tables-legacy-save", "ip6tables-legacy-restore")):
+    for save, restore in (
+        ("iptables-save", "iptables-restore"),
+        ("ip6tables-save", "ip6tables-restore"),
+        ("iptables-legacy-save", "iptables-legacy-restore"),
+        ("ip6tables-legacy-save", "ip6tables-legacy-restore"),
+    ):
         _clean_iptables(save, restore)
     for key, value in (state.get("sysctls") or {}).items():
         if value is not None and _read_sysctl(key) != value:

@@ -81,7 +81,9 @@ def deploy_seaweedfs(cluster: Cluster) -> ObjectStore:
     else:
         forward, port = _port_forward(cluster, "service/seaweedfs", 8333)
         host_endpoint = f"http://127.0.0.1:{port}"
-    store = ObjectStore(f"http://seaweedfs.{E2E_NAMESPACE}.svc:8333", host_endpoint, S3_BUCKET, S3_SECRET, access, secret, forward)
+    store = ObjectStore(
+        f"http://seaweedfs.{E2E_NAMESPACE}.svc:8333", host_endpoint, S3_BUCKET, S3_SECRET, access, secret, forward
+    )
 
     def lists_the_bucket() -> bool:
         with urllib.request.urlopen(signed_request("GET", f"{host_endpoint}/", access, secret), timeout=5) as reply:

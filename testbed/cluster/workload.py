@@ -8,8 +8,9 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -23,8 +24,23 @@ NAMESPACE = E2E_NAMESPACE
 FIGURES: list[tuple[str, str]] = []  # (test, line) printed in the run's summary
 LOG_DIR = Path(os.environ.get("STREAMQ_E2E_LOG_DIR") or f"/tmp/streamq-e2e-logs/{time.strftime('%Y%m%d-%H%M%S')}")
 
-__all__ = ["FRAUD_TRANSFORMS", "flagged", "payments", "Kafka", "Queries", "Output", "fraud_spec", "figure",
-           "kafka_pod", "reconnect_kafka", "condition", "DriverWatch", "driver_log", "standby_waiting", "first_output_after"]
+__all__ = [
+    "FRAUD_TRANSFORMS",
+    "flagged",
+    "payments",
+    "Kafka",
+    "Queries",
+    "Output",
+    "fraud_spec",
+    "figure",
+    "kafka_pod",
+    "reconnect_kafka",
+    "condition",
+    "DriverWatch",
+    "driver_log",
+    "standby_waiting",
+    "first_output_after",
+]
 
 
 def figure(test: str, line: str) -> None:
@@ -50,7 +66,9 @@ class Kafka:
     def create_topic(self, name: str, partitions: int = 2) -> str:
         futures = self.admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
         futures[name].result(60)
-        wait_for(lambda: name in self.admin.list_topics(timeout=10).topics, 30, f"topic {name}", interval=0.5, ignore=(Exception,))
+        wait_for(
+            lambda: name in self.admin.list_topics(timeout=10).topics, 30, f"topic {name}", interval=0.5, ignore=(Exception,)
+        )
         return name
 
     def produce(self, topic: str, records: list[tuple[str, str]]) -> None:
@@ -143,12 +161,15 @@ class Output:
         return not self.missing
 
     def summary(self) -> str:
-        return (f"{len(self.records)} records out, {len(self.unique)} distinct, {len(self.expected)} expected, "
-                f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, {self.duplicates} duplicates")
+        return (
+            f"{len(self.records)} records out, {len(self.unique)} distinct, {len(self.expected)} expected, "
+            f"{len(self.missing)} missing, {len(self.unexpected)} unexpected, {self.duplicates} duplicates"
+        )
 
 
-def wait_output(kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeout: float,
-                diagnose: Callable[[], str] | None = None) -> Output:
+def wait_output(
+    kafka: Kafka, topic: str, expected: list[tuple[str, str]], timeout: float, diagnose: Callable[[], str] | None = None
+) -> Output:
     """Reads the sink topic until every expected record is there (then once more after
     a short pause, to count late duplicates)."""
     last: list[Output] = []
@@ -216,11 +237,11 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
 
 
-def driver_log(sq: "Queries", pod: str) -> str:
+def driver_log(sq: Queries, pod: str) -> str:
     return sq.kubectl("logs", pod, "-c", "driver", check=False, timeout=30).stdout
 
 
-def standby_waiting(sq: "Queries", name: str) -> str:
+def standby_waiting(sq: Queries, name: str) -> str:
     """The standby driver pod of a query once it logs that it waits for the Lease."""
 
     def waiting() -> str | None:
@@ -247,7 +268,7 @@ class DriverWatch:
     """Polls a query's driver pods in the background (terminating ones included) and
     keeps the most seen at once: "never two drivers" holds only if ``most`` stays <= 1."""
 
-    def __init__(self, sq: "Queries", name: str, interval: float = 0.3):
+    def __init__(self, sq: Queries, name: str, interval: float = 0.3):
         self.sq, self.name, self.interval = sq, name, interval
         self.most = 0
         self.seen: set[str] = set()
@@ -256,7 +277,7 @@ class DriverWatch:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"drivers-{name}", daemon=True)
 
-    def __enter__(self) -> "DriverWatch":
+    def __enter__(self) -> DriverWatch:
         self._thread.start()
         return self
 
@@ -342,8 +363,10 @@ class Queries:
         logs = ""
         if driver:
             logs = self.kubectl("logs", driver, "--tail=40", check=False).stdout
-        return (f"status: {json.dumps({k: v for k, v in st.items() if k != 'lastReconciledSpec'}, indent=1)[:3000]}\n"
-                f"pods:\n{pods}\ndriver log tail:\n{logs[-3000:]}")
+        return (
+            f"status: {json.dumps({k: v for k, v in st.items() if k != 'lastReconciledSpec'}, indent=1)[:3000]}\n"
+            f"pods:\n{pods}\ndriver log tail:\n{logs[-3000:]}"
+        )
 
     def wait_phase(self, name: str, *phases: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
@@ -352,10 +375,17 @@ class Queries:
                 return st
             return None
 
-        return wait_for(reached, timeout, lambda: f"{name} in phase {'/'.join(phases)}" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
+        return wait_for(
+            reached,
+            timeout,
+            lambda: f"{name} in phase {'/'.join(phases)}" + "\n" + self.describe(name),
+            interval=1,
+            ignore=(Exception,),
+        )
 
     def wait_running(self, name: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
         """Running with a driver that has reported progress (the query has started in Spark)."""
+
         def running() -> dict[str, Any] | None:
             st = self.status(name)
             ok = st.get("phase") == "Running" and (since_attempt is None or st.get("attempt", 0) > since_attempt)
@@ -365,13 +395,20 @@ class Queries:
 
     def wait_committed(self, name: str, topic: str, offsets: dict[str, int], timeout: float = 120) -> dict[str, Any]:
         """Until status.progress says the query committed at least these source offsets."""
+
         def committed() -> dict[str, Any] | None:
             progress = self.status(name).get("progress") or {}
             done = (progress.get("committedOffsets") or {}).get(topic) or {}
             ok = all(int(done.get(p, -1)) >= o for p, o in offsets.items())
             return progress if ok else None
 
-        return wait_for(committed, timeout, lambda: f"{name} committing {topic} up to {offsets}" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
+        return wait_for(
+            committed,
+            timeout,
+            lambda: f"{name} committing {topic} up to {offsets}" + "\n" + self.describe(name),
+            interval=1,
+            ignore=(Exception,),
+        )
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """The StreamingQuery's events (core/v1), oldest first."""
@@ -385,19 +422,28 @@ class Queries:
         return json.loads(self.kubectl("get", "pod", driver, "-o", "json").stdout)
 
     def children(self, name: str) -> list[str]:
-        out = self.kubectl("get", "pods,configmaps,services,secrets", "-l", f"streamq.io/query={name}", "-o", "name", check=False).stdout
+        out = self.kubectl(
+            "get", "pods,configmaps,services,secrets", "-l", f"streamq.io/query={name}", "-o", "name", check=False
+        ).stdout
         return [line for line in out.splitlines() if line.strip()]
 
     def report(self) -> None:
         """kubectl get sq -o wide, the queries' events and the operator's log: printed
         (pytest shows it for failures, or with -rA) and kept in LOG_DIR/<test>.log."""
-        parts = [f"===== {self.test}: kubectl get sq -o wide =====",
-                 self.kubectl("get", "sq", "-o", "wide", check=False).stdout]
+        parts = [f"===== {self.test}: kubectl get sq -o wide =====", self.kubectl("get", "sq", "-o", "wide", check=False).stdout]
         for name in self.names:
-            out = self.kubectl("get", "events", "--field-selector", f"involvedObject.kind=StreamingQuery,involvedObject.name={name}",
-                               "--sort-by=.lastTimestamp", check=False).stdout
+            out = self.kubectl(
+                "get",
+                "events",
+                "--field-selector",
+                f"involvedObject.kind=StreamingQuery,involvedObject.name={name}",
+                "--sort-by=.lastTimestamp",
+                check=False,
+            ).stdout
             parts.append(f"===== events of StreamingQuery {name} =====\n{out}")
-        ops = self.cluster.kubectl("-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=400", check=False).stdout
+        ops = self.cluster.kubectl(
+            "-n", OPERATOR_NAMESPACE, "logs", "deployment/streamq-operator", "--tail=400", check=False
+        ).stdout
         noise = ("GET /healthz", "Handler '", "Activity 'reconcilers'")
         lines = [line for line in ops.splitlines() if not any(n in line for n in noise)]
         parts.append("===== operator log (tail, without probes and handler bookkeeping) =====\n" + "\n".join(lines[-25:]))

@@ -26,8 +26,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -70,8 +70,12 @@ def cluster():
         c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
         yield c
         return
-    check = subprocess.run([str(REPO_ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
-                           capture_output=True, text=True, timeout=600)
+    check = subprocess.run(
+        [str(REPO_ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if check.returncode != 0:
         _unavailable(f"the e2e cluster's prerequisites are missing ({check.stderr.strip()}); run hack/install-node.sh.")
     if provider == "local" and os.geteuid() != 0:
@@ -84,7 +88,9 @@ def cluster():
     c.up()
     try:
         c.kafka_bootstrap = setup(c)
-        FIGURES.append(("session", f"provider {provider}: cluster, DNS, Kafka and operator ready in {time.monotonic() - t0:.0f}s"))
+        FIGURES.append(
+            ("session", f"provider {provider}: cluster, DNS, Kafka and operator ready in {time.monotonic() - t0:.0f}s")
+        )
         yield c
     finally:
         t1 = time.monotonic()

@@ -67,8 +67,12 @@ def scrape_config(directory: Path, rule_files: list[Path]) -> dict[str, Any]:
         "scrape_configs": [
             # the ServiceMonitor's honorLabels: the series' own namespace label
             {"job_name": OPERATOR_JOB, "honor_labels": True, "file_sd_configs": files(OPERATOR_JOB)},
-            {"job_name": DRIVER_JOB, "metrics_path": "/metrics/prometheus", "file_sd_configs": files(DRIVER_JOB),
-             "metric_relabel_configs": driver_metric_relabelings()},  # fmt: skip
+            {
+                "job_name": DRIVER_JOB,
+                "metrics_path": "/metrics/prometheus",
+                "file_sd_configs": files(DRIVER_JOB),
+                "metric_relabel_configs": driver_metric_relabelings(),
+            },  # fmt: skip
         ],
     }
 
@@ -111,7 +115,10 @@ class TargetFiles:
         drivers = []
         for ns in self.namespaces:
             drivers += self.cluster.kubectl_json("-n", ns, "get", "pods", "-l", "streamq.io/component=driver")["items"]
-        for job, groups in ((OPERATOR_JOB, pod_targets(ops, "metrics", False)), (DRIVER_JOB, pod_targets(drivers, "spark-ui", True))):
+        for job, groups in (
+            (OPERATOR_JOB, pod_targets(ops, "metrics", False)),
+            (DRIVER_JOB, pod_targets(drivers, "spark-ui", True)),
+        ):
             path = self.directory / f"{job}.json"
             text = json.dumps(groups, indent=1, sort_keys=True)
             if not path.exists() or path.read_text() != text:
@@ -126,7 +133,7 @@ class TargetFiles:
             except Exception as exc:  # noqa: BLE001 - an API hiccup: the next round tries again
                 log(f"prometheus targets: {exc}")
 
-    def __enter__(self) -> "TargetFiles":
+    def __enter__(self) -> TargetFiles:
         self.refresh()
         self._thread.start()
         return self
@@ -165,7 +172,7 @@ class Prometheus:
         self.log_path = directory / "prometheus.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 60) -> "Prometheus":
+    def start(self, timeout: float = 60) -> Prometheus:
         argv = [str(prometheus_bin()), f"--config.file={self.directory / 'prometheus.yml'}",
                 f"--storage.tsdb.path={self.directory / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
                 "--storage.tsdb.retention.time=1d", "--log.level=warn"]  # fmt: skip
@@ -191,7 +198,7 @@ class Prometheus:
                 self.proc.wait(10)
         self.proc = None
 
-    def __enter__(self) -> "Prometheus":
+    def __enter__(self) -> Prometheus:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -19,7 +19,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from testbed.cluster.workload import condition, event_time, figure, flagged, fraud_spec, kafka_pod, payments, reconnect_kafka, wait_output
+from testbed.cluster.workload import (
+    condition,
+    event_time,
+    figure,
+    flagged,
+    fraud_spec,
+    kafka_pod,
+    payments,
+    reconnect_kafka,
+    wait_output,
+)
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -44,6 +54,7 @@ def _running_query(cluster, kafka, sq, base: str):
 
 def _running_again(sq, name: str, timeout: float) -> dict:
     """Phase Running and Degraded not True: the query is back to normal."""
+
     def back() -> dict | None:
         st = sq.status(name)
         return st if st.get("phase") == "Running" and condition(st, "Degraded").get("status") != "True" else None
@@ -73,11 +84,14 @@ def test_broker_pod_deleted_mid_stream(cluster, kafka, sq):
     out = wait_output(kafka, sink, flagged(source_records), 300, lambda: sq.describe(name))
     recovered = time.monotonic() - deleted_at
     delivered = len(set(during) & set(source_records))
-    figure(test, f"{len(source_records)} payments in the source ({delivered} of {len(during)} paced ones delivered), "
-                 f"{out.summary()}; broker pod {broker} replaced, new one answering at {bootstrap} {broker_back:.0f}s after "
-                 f"the deletion; output complete {recovered:.0f}s after it; driver {status.get('driver')} -> "
-                 f"{back.get('driver')} (attempt {status.get('attempt')} -> {back.get('attempt')}, restarts {back.get('restarts')}, "
-                 f"lastFailure {(back.get('lastFailure') or {}).get('reason')})")
+    figure(
+        test,
+        f"{len(source_records)} payments in the source ({delivered} of {len(during)} paced ones delivered), "
+        f"{out.summary()}; broker pod {broker} replaced, new one answering at {bootstrap} {broker_back:.0f}s after "
+        f"the deletion; output complete {recovered:.0f}s after it; driver {status.get('driver')} -> "
+        f"{back.get('driver')} (attempt {status.get('attempt')} -> {back.get('attempt')}, restarts {back.get('restarts')}, "
+        f"lastFailure {(back.get('lastFailure') or {}).get('reason')})",
+    )
     assert set(first) <= set(source_records), "the broker's log dir did not survive its pod: records before the deletion are gone"
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
@@ -134,11 +148,14 @@ def test_broker_down_two_minutes(cluster, kafka, sq):
                  if degraded else
                  f"{len(source_records)} payments in, {out.summary()}; broker pod gone {gone_after:.0f}s after the "
                  f"scale-down, down {up_at - down_at:.0f}s; while down: phases {phases}, Degraded never True")  # fmt: skip
-    figure(test, f"while down: Degraded reasons {reasons}; Warning events {[(e.get('reason'), e.get('count', 1)) for e in warnings]}; "
-                 f"after scale-up: broker answering at {bootstrap} in {broker_back:.0f}s, Running/not Degraded in "
-                 f"{running_after:.0f}s (driver {status.get('driver')} -> {back.get('driver')}, restarts {back.get('restarts')}, "
-                 f"Degraded {condition(back, 'Degraded').get('status')}/{condition(back, 'Degraded').get('reason')}), "
-                 f"output complete in {complete_after:.0f}s")
+    figure(
+        test,
+        f"while down: Degraded reasons {reasons}; Warning events {[(e.get('reason'), e.get('count', 1)) for e in warnings]}; "
+        f"after scale-up: broker answering at {bootstrap} in {broker_back:.0f}s, Running/not Degraded in "
+        f"{running_after:.0f}s (driver {status.get('driver')} -> {back.get('driver')}, restarts {back.get('restarts')}, "
+        f"Degraded {condition(back, 'Degraded').get('status')}/{condition(back, 'Degraded').get('reason')}), "
+        f"output complete in {complete_after:.0f}s",
+    )
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
     problems = []
@@ -150,8 +167,10 @@ def test_broker_down_two_minutes(cluster, kafka, sq):
         problems.append(f"Degraded=True only {degraded[0][0]:.0f}s into the outage (more than {DETECT_S}s)")
     if last_sample.get("status") != "True":
         # Still down: the status must still say so, not Running and healthy between two restarts.
-        problems.append(f"Degraded was {last_sample.get('status')} ({last_sample.get('reason')}) at the end of the outage, "
-                        f"the broker still down (Degraded=True in {len(degraded)} of {sum(phases.values())} samples)")
+        problems.append(
+            f"Degraded was {last_sample.get('status')} ({last_sample.get('reason')}) at the end of the outage, "
+            f"the broker still down (Degraded=True in {len(degraded)} of {sum(phases.values())} samples)"
+        )
     if not warnings:
         problems.append("no Warning event on the StreamingQuery while the broker was down")
     assert not problems, "\n".join(problems)
@@ -160,4 +179,3 @@ def test_broker_down_two_minutes(cluster, kafka, sq):
 
 def _pods(sq, selector: str) -> list[str]:
     return [line for line in sq.kubectl("get", "pods", "-l", selector, "-o", "name").stdout.splitlines() if line.strip()]
-

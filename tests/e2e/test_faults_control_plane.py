@@ -38,8 +38,10 @@ OPERATOR_PODS = "app.kubernetes.io/component=operator"
 
 def _own_node(cluster) -> None:
     if cluster.provider == "local" and getattr(cluster, "kube", None) is None:
-        pytest.skip("needs the local provider's own cluster (it runs kube-apiserver, kubelet and containerd as processes), "
-                    "not one another process brought up")
+        pytest.skip(
+            "needs the local provider's own cluster (it runs kube-apiserver, kubelet and containerd as processes), "
+            "not one another process brought up"
+        )
 
 
 def _start(cluster, kafka, sq, base: str):
@@ -100,6 +102,7 @@ def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
     armed = [{"name": failpoints.ENV, "value": Failpoint.EXIT_AFTER_CREATE.value}]
     upgraded = _helm_operator(cluster, "operator.replicas=2", "operator.peering.enabled=true", env=armed)
     try:
+
         def two_peers() -> dict | None:
             pods = {p["metadata"]["name"] for p in _operator_pods(cluster)
                     if all(c.get("ready") for c in p["status"].get("containerStatuses") or [{}])}  # fmt: skip
@@ -134,10 +137,13 @@ def test_two_operators_active_killed_mid_reconcile(cluster, kafka, sq):
             out = wait_output(kafka, sink, flagged(first + second), 300, lambda: sq.describe(name))
         peers_after = _peers(cluster, sq.namespace)
         working = max(peers_after, key=lambda k: int(peers_after[k].get("priority") or 0)) if peers_after else None
-        figure(test, f"{len(first) + len(second)} payments in, {out.summary()}; operators {active} (active, exit {exited} "
-                     f"after creating driver {sorted(drivers.seen)}; status then: driver {status_then.get('driver')}) and {standby}; "
-                     f"Running {running_after:.0f}s after the kill, peering now led by {working}; driver pods at once: at most "
-                     f"{drivers.most} in {drivers.samples} samples; attempt {status.get('attempt')}; chart upgrade {upgraded:.0f}s")
+        figure(
+            test,
+            f"{len(first) + len(second)} payments in, {out.summary()}; operators {active} (active, exit {exited} "
+            f"after creating driver {sorted(drivers.seen)}; status then: driver {status_then.get('driver')}) and {standby}; "
+            f"Running {running_after:.0f}s after the kill, peering now led by {working}; driver pods at once: at most "
+            f"{drivers.most} in {drivers.samples} samples; attempt {status.get('attempt')}; chart upgrade {upgraded:.0f}s",
+        )
         assert exited == 137, f"the failpoint was not reached: {active} ended with {exited}"
         assert drivers.most <= 1, f"two driver pods at once: {drivers.overlaps[:3]}"
         assert status.get("attempt") == 1 and len(drivers.seen) == 1, (status.get("attempt"), sorted(drivers.seen))
@@ -185,18 +191,23 @@ def test_apiserver_stopped_60s(cluster, kafka, sq):
     suspended = sq.wait_phase(name, "Suspended", timeout=180)
     acted_in = time.monotonic() - t0
     growth = samples[-1][1] - samples[0][1] if samples else 0
-    figure(test, f"{len(source_records)} payments in, {out.summary()}; apiserver down {down_for:.0f}s; flagged records "
-                 f"out during the outage: {' '.join(f'{t:.0f}s:{n}' for t, n in samples)} (+{growth}); driver "
-                 f"{status.get('driver')} -> {back.get('driver')} (restarts {back.get('restarts')}); spec change "
-                 f"(suspend, generation {generation + 1}) acted on in {acted_in:.0f}s (observedGeneration "
-                 f"{suspended.get('observedGeneration')})")
+    figure(
+        test,
+        f"{len(source_records)} payments in, {out.summary()}; apiserver down {down_for:.0f}s; flagged records "
+        f"out during the outage: {' '.join(f'{t:.0f}s:{n}' for t, n in samples)} (+{growth}); driver "
+        f"{status.get('driver')} -> {back.get('driver')} (restarts {back.get('restarts')}); spec change "
+        f"(suspend, generation {generation + 1}) acted on in {acted_in:.0f}s (observedGeneration "
+        f"{suspended.get('observedGeneration')})",
+    )
     assert growth >= 3 * EPOCH, f"the output did not grow while the apiserver was down: {samples}"
     late = [n for t, n in samples if t >= outage_s / 2]
     assert late and late[-1] > late[0], f"the output stopped growing in the second half of the outage: {samples}"
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
     assert suspended.get("observedGeneration") == generation + 1
-    wait_for(lambda: not [c for c in sq.children(name) if c.startswith("pod/")], 120, "the driver pod gone (suspended)", interval=1)
+    wait_for(
+        lambda: not [c for c in sq.children(name) if c.startswith("pod/")], 120, "the driver pod gone (suspended)", interval=1
+    )
 
 
 # ---------------------------------------------------------------------- kubelet, containerd
@@ -241,4 +252,3 @@ def test_kubelet_and_containerd_restarted(cluster, kafka, sq):
         f"(container restarts {restarts_in_pod}, query restarts {back.get('restarts')})")  # fmt: skip
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
-

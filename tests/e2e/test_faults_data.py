@@ -92,11 +92,14 @@ def test_executor_pod_killed_mid_stream(cluster, kafka, sq_restricted):
     out = wait_output(kafka, sink, expected, 60, lambda: sq.describe(name))
     back = sq.wait_running(name, timeout=300)
     after = _executors(sq, name)
-    figure(test, f"{len(source_records)} payments in, {out.summary()}; one epoch = {EPOCH} flagged records; executor "
-                 f"{victim} of {before} deleted, executors now {after}; output complete {complete_after:.0f}s after the "
-                 f"kill; driver {status.get('driver')} -> {back.get('driver')} (attempt {status.get('attempt')} -> "
-                 f"{back.get('attempt')}, restarts {back.get('restarts')}, lastFailure "
-                 f"{(back.get('lastFailure') or {}).get('reason')}, checkpoint resets {(back.get('checkpoint') or {}).get('resets')})")
+    figure(
+        test,
+        f"{len(source_records)} payments in, {out.summary()}; one epoch = {EPOCH} flagged records; executor "
+        f"{victim} of {before} deleted, executors now {after}; output complete {complete_after:.0f}s after the "
+        f"kill; driver {status.get('driver')} -> {back.get('driver')} (attempt {status.get('attempt')} -> "
+        f"{back.get('attempt')}, restarts {back.get('restarts')}, lastFailure "
+        f"{(back.get('lastFailure') or {}).get('reason')}, checkpoint resets {(back.get('checkpoint') or {}).get('resets')})",
+    )
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
 
@@ -153,17 +156,21 @@ def test_checkpoint_on_a_persistent_volume(cluster, kafka, sq):
         committed_after = _commits(checkpoint) if local else None
         new_pod = sq.driver_pod(name)
         new_claims = [v["persistentVolumeClaim"]["claimName"] for v in new_pod["spec"]["volumes"] if "persistentVolumeClaim" in v]
-        figure(test, f"{len(source_records)} payments in, {out.summary()}; one epoch = {EPOCH} flagged records; PV {pv} "
-                     f"(hostPath {pv_dir}) bound to {pvc}; new driver {back.get('driver')} Running {back_after:.0f}s after "
-                     f"the deletion on claim {new_claims}; checkpoint {back['checkpoint']['location']} committed epoch "
-                     f"{committed_before} before, {committed_after} after (resets {back['checkpoint'].get('resets')})")
+        figure(
+            test,
+            f"{len(source_records)} payments in, {out.summary()}; one epoch = {EPOCH} flagged records; PV {pv} "
+            f"(hostPath {pv_dir}) bound to {pvc}; new driver {back.get('driver')} Running {back_after:.0f}s after "
+            f"the deletion on claim {new_claims}; checkpoint {back['checkpoint']['location']} committed epoch "
+            f"{committed_before} before, {committed_after} after (resets {back['checkpoint'].get('resets')})",
+        )
         assert new_claims == [pvc]
         assert back["checkpoint"]["location"] == status["checkpoint"]["location"], "restarted on another checkpoint"
         assert back["checkpoint"].get("resets", 0) == status["checkpoint"].get("resets", 0), "a fresh checkpoint was made"
         if local:
             assert committed_before >= 0, f"no commits in {checkpoint}: the checkpoint is not on the PV"
-            assert committed_after > committed_before, \
+            assert committed_after > committed_before, (
                 f"the new driver did not go on with the checkpoint on the PV ({committed_before} -> {committed_after})"
+            )
         assert not out.unexpected, sorted(out.unexpected)[:5]
         assert out.complete, out.summary()
         assert out.duplicates <= 2 * EPOCH + 5, f"{out.duplicates} duplicates, more than two epochs' worth ({2 * EPOCH})"

@@ -34,8 +34,11 @@ def _run_fraud_filter(cluster, kafka, sq, name: str, spec_extra: dict, test: str
     kafka.produce(source, second)  # while it runs
     expected = flagged(first + second)
     out = wait_output(kafka, sink, expected, 300, lambda: sq.describe(name))
-    figure(test, f"{N} payments in, {out.summary()}; Running {started:.0f}s after apply "
-                 f"(driver {status.get('driver')}, attempt {status.get('attempt')})")
+    figure(
+        test,
+        f"{N} payments in, {out.summary()}; Running {started:.0f}s after apply "
+        f"(driver {status.get('driver')}, attempt {status.get('attempt')})",
+    )
     assert not out.unexpected, f"records that are not flagged payments: {sorted(out.unexpected)[:5]}"
     assert out.complete, out.summary()
 
@@ -56,8 +59,19 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr  # the namespace enforces
     name = sq.name("fraud-exec")
     # Placed as a platform places streaming pods (the policy allows these: testbed.cluster.addons.PLACEMENT_POLICY)
-    sq.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": E2E_PRIORITY_CLASS}, "value": 1000}))
+    sq.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": E2E_PRIORITY_CLASS},
+                "value": 1000,
+            }
+        ),
+    )
     placed = {
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [TOLERATION],
@@ -76,12 +90,20 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
         from testbed.wait import wait_for
 
         def running() -> list[str] | None:
-            out = sq.kubectl("get", "pods", "-l", f"streamq.io/query={query},streamq.io/component=executor",
-                             "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}").stdout
+            out = sq.kubectl(
+                "get",
+                "pods",
+                "-l",
+                f"streamq.io/query={query},streamq.io/component=executor",
+                "-o",
+                'jsonpath={range .items[*]}{.metadata.name}={.status.phase}{"\\n"}{end}',
+            ).stdout
             pods = [line for line in out.splitlines() if line.endswith("=Running")]
             return pods if len(pods) >= 2 else None
 
-        pods = wait_for(running, 300, lambda: "2 executor pods Running" + "\n" + sq.describe(query), interval=2, ignore=(Exception,))
+        pods = wait_for(
+            running, 300, lambda: "2 executor pods Running" + "\n" + sq.describe(query), interval=2, ignore=(Exception,)
+        )
         print(sq.kubectl("get", "pods", "-l", f"streamq.io/query={query}", "-o", "wide").stdout)
         # Spark's RPC is authenticated with the query's own Secret (the executors would not
         # register without it), read from a file: the key is in no pod's spec.

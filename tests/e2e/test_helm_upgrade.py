@@ -105,7 +105,9 @@ def test_helm_upgrade_from_an_earlier_chart_with_a_crd_change_keeps_the_query_ru
                 assert done.returncode == 0, f"{command}: {done.stderr}"
         upgraded_in = time.monotonic() - t0
         assert not operator_pods & operator_pod_uids(cluster), "the upgrade rolled out a new operator pod"
-        deployment = cluster.kubectl_json("-n", OPERATOR_NAMESPACE, "get", "deployment", "-l", "app.kubernetes.io/component=operator")
+        deployment = cluster.kubectl_json(
+            "-n", OPERATOR_NAMESPACE, "get", "deployment", "-l", "app.kubernetes.io/component=operator"
+        )
         chart_label = deployment["items"][0]["metadata"]["labels"].get("helm.sh/chart")
         revision = cluster.helm("history", RELEASE, "--namespace", OPERATOR_NAMESPACE, "-o", "json").stdout
 
@@ -117,7 +119,10 @@ def test_helm_upgrade_from_an_earlier_chart_with_a_crd_change_keeps_the_query_ru
         out = wait_output(kafka, sink, flagged(first + second), 300, lambda: sq.describe(name))
         after = sq.wait_running(name, timeout=120)
         same = sq.driver_pod(name)
-        assert same["metadata"]["uid"] == pod["metadata"]["uid"] and same["status"]["phase"] == "Running", (pod["metadata"]["name"], same["metadata"]["name"])
+        assert same["metadata"]["uid"] == pod["metadata"]["uid"] and same["status"]["phase"] == "Running", (
+            pod["metadata"]["name"],
+            same["metadata"]["name"],
+        )
         assert after.get("attempt") == before.get("attempt"), (before, after)
         status = sq.get(name)
         assert status["status"]["observedGeneration"] == status["metadata"]["generation"]

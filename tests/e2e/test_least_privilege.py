@@ -39,6 +39,7 @@ def rate_spec(location: str, **runtime) -> dict:
 
 def _pod(sq, name: str) -> dict:
     """The query's current driver pod, once it runs."""
+
     def running() -> dict | None:
         driver = sq.status(name).get("driver")
         if not driver:
@@ -59,7 +60,9 @@ def _can_i(sq, account: str, verb: str, what: str) -> bool:
 def _owned_by_the_query(sq, kind: str, name: str, query: dict) -> None:
     obj = json.loads(sq.kubectl("get", kind, name, "-o", "json").stdout)
     owners = obj["metadata"].get("ownerReferences") or []
-    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("StreamingQuery", query["metadata"]["name"], query["metadata"]["uid"])], (kind, owners)
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [
+        ("StreamingQuery", query["metadata"]["name"], query["metadata"]["uid"])
+    ], (kind, owners)
 
 
 def test_a_driver_gets_no_token_or_only_its_own_lease(cluster, sq):
@@ -95,9 +98,14 @@ def test_a_driver_gets_no_token_or_only_its_own_lease(cluster, sq):
         ("delete", f"leases.coordination.k8s.io/{lease}"),
         ("patch", f"leases.coordination.k8s.io/{lease}"),
         ("list", "leases.coordination.k8s.io"),
-        ("create", "pods"), ("delete", "pods"), ("patch", "pods"), ("get", "pods"),
-        ("get", "secrets"), ("list", "secrets"),
-        ("create", "configmaps"), ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("patch", "pods"),
+        ("get", "pods"),
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("create", "configmaps"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
         ("update", "streamingqueries.streamq.io"),
     }
     answers = {(verb, what): _can_i(sq, account, verb, what) for verb, what in sorted(yes | no)}

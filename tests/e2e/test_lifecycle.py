@@ -43,8 +43,11 @@ def test_filter_change_restarts_on_the_checkpoint(cluster, kafka, sq):
     kafka.produce(source, after)
     expected = flagged(before) + [r for r in after if _amount(r) < 23]
     out = wait_output(kafka, sink, expected, 300, lambda: sq.describe(name))
-    figure("filter change", f"{out.summary()}; new driver {changed.get('driver')} Running {restarted_in:.0f}s after "
-                            f"the change; generation {changed.get('observedGeneration')}")
+    figure(
+        "filter change",
+        f"{out.summary()}; new driver {changed.get('driver')} Running {restarted_in:.0f}s after "
+        f"the change; generation {changed.get('observedGeneration')}",
+    )
     assert changed["checkpoint"]["location"] == status["checkpoint"]["location"]
     assert changed.get("observedGeneration") == sq.get(name)["metadata"]["generation"]
     assert not out.unexpected, f"the old filter applied to new records, or old records read again: {sorted(out.unexpected)[:5]}"
@@ -65,7 +68,13 @@ def test_suspend_then_resume(cluster, kafka, sq):
 
     sq.patch(name, {"spec": {"suspend": True}})
     sq.wait_phase(name, "Suspended", timeout=180)
-    wait_for(lambda: not [c for c in sq.children(name) if c.startswith("pod/")], 120, lambda: "the driver pod gone" + "\n" + sq.describe(name), interval=1, ignore=(Exception,))
+    wait_for(
+        lambda: not [c for c in sq.children(name) if c.startswith("pod/")],
+        120,
+        lambda: "the driver pod gone" + "\n" + sq.describe(name),
+        interval=1,
+        ignore=(Exception,),
+    )
     during = payments(90, start=60)
     kafka.produce(source, during)
     time.sleep(15)  # on purpose: proves that nothing is processed while suspended (no condition to wait for)
@@ -96,8 +105,11 @@ def test_query_only_spark_refuses_is_invalid_without_a_crash_loop(cluster, kafka
     sq.apply(name, spec)  # accepted by the API server (CRD schema and CEL rules)
     status = sq.wait_phase(name, "Invalid", timeout=420)
     reason = json.dumps({k: status.get(k) for k in ("message", "lastFailure", "conditions")})
-    figure("invalid query", f"phase Invalid after attempt {status.get('attempt')}, restarts {status.get('restarts')}: "
-                            f"{(status.get('lastFailure') or {}).get('message') or status.get('message')}"[:400])
+    figure(
+        "invalid query",
+        f"phase Invalid after attempt {status.get('attempt')}, restarts {status.get('restarts')}: "
+        f"{(status.get('lastFailure') or {}).get('message') or status.get('message')}"[:400],
+    )
     assert "does not support" in reason and "Union" in reason, reason
     time.sleep(20)  # on purpose: proves it is not retried; long enough for several backoffs (initial 2 s)
     later = sq.status(name)
@@ -134,7 +146,16 @@ def test_delete_removes_every_child(cluster, kafka, sq):
     owners = {c: json.loads(sq.kubectl("get", c, "-o", "json").stdout)["metadata"].get("ownerReferences") for c in children}
     t0 = time.monotonic()
     sq.kubectl("delete", "sq", name, "--wait=true", timeout=180)
-    wait_for(lambda: not sq.children(name), 180, lambda: "every child gone" + "\n" + "\n".join(sq.children(name)), interval=1, ignore=(Exception,))
-    figure("delete", f"children {', '.join(children)} gone {time.monotonic() - t0:.0f}s after kubectl delete; "
-                     f"owners: {sorted({o[0]['kind'] for o in owners.values() if o})}")
+    wait_for(
+        lambda: not sq.children(name),
+        180,
+        lambda: "every child gone" + "\n" + "\n".join(sq.children(name)),
+        interval=1,
+        ignore=(Exception,),
+    )
+    figure(
+        "delete",
+        f"children {', '.join(children)} gone {time.monotonic() - t0:.0f}s after kubectl delete; "
+        f"owners: {sorted({o[0]['kind'] for o in owners.values() if o})}",
+    )
     assert sq.kubectl("get", "sq", name, check=False).returncode != 0

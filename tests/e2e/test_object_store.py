@@ -21,9 +21,10 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,8 +32,18 @@ from app.checkpoints.reader import S3Files, S3Options, configure_s3, read_checkp
 from app.contract.checkpoint import CheckpointState
 from testbed.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE
 from testbed.cluster.seaweedfs import ObjectStore
-from testbed.cluster.workload import (E2E_QUERY, Kafka, Output, driver_log, figure, first_output_after, flagged, payments,
-                               standby_waiting, wait_output)
+from testbed.cluster.workload import (
+    E2E_QUERY,
+    Kafka,
+    Output,
+    driver_log,
+    figure,
+    first_output_after,
+    flagged,
+    payments,
+    standby_waiting,
+    wait_output,
+)
 from testbed.seaweedfs import REGION
 from testbed.specs import query_spec
 from testbed.wait import wait_for
@@ -48,7 +59,12 @@ def s3_fraud_spec(source: str, sink: str, store: ObjectStore, query: str, **extr
     """The e2e fraud filter with its checkpoint in the store, under the namespace's prefix (the
     policy's default allowedCheckpointPrefixes: *://*/${namespace}/); returns (spec, location)."""
     location = f"s3a://{store.bucket}/{E2E_NAMESPACE}/{query}"
-    s3 = {"endpoint": store.endpoint, "region": REGION, "pathStyleAccess": True, "credentials": {"secretRef": {"name": store.secret}}}
+    s3 = {
+        "endpoint": store.endpoint,
+        "region": REGION,
+        "pathStyleAccess": True,
+        "credentials": {"secretRef": {"name": store.secret}},
+    }
     spec = query_spec(E2E_QUERY, bootstrap=KAFKA_SERVICE, topic=source, sink_topic=sink, location=location,
                       **{"checkpoint.s3": s3}, **extra)  # fmt: skip
     return spec, location
@@ -218,7 +234,9 @@ def test_the_standby_takes_over_from_the_object_store(cluster, kafka, sq, object
     cluster.kill_container(container["containerID"])
     # Nothing new is written once the driver is gone, so the first record not in `written` comes from the standby.
     back_after = first_output_after(kafka, run.sink, written | set(kafka.read_all(run.sink, quiet=0.2)), 120)
-    taken = wait_for(lambda: (s := sq.status(run.name)).get("driver") == standby and s, 60, "status naming the standby the driver")
+    taken = wait_for(
+        lambda: (s := sq.status(run.name)).get("driver") == standby and s, 60, "status naming the standby the driver"
+    )
     out, after = _finished(kafka, sq, object_store, run)
     log = driver_log(sq, standby)
     figure(test, f"{len(run.sent)} payments in, {out.summary()}; standby wrote its first record "
@@ -262,7 +280,9 @@ def test_executors_write_the_query_state_to_the_store(cluster, kafka, sq, object
         wait_for(lambda e=expected: _latest_counts(kafka, sink) == e or None, 240,
                  lambda e=expected: f"counts {e} in {sink}, have {_latest_counts(kafka, sink)}\n{sq.describe(name)}", interval=2)  # fmt: skip
     state = _all_committed(object_store, kafka, location, source)
-    executor_pods = sq.kubectl("get", "pods", "-l", f"streamq.io/query={name},streamq.io/component=executor", "-o", "name").stdout.split()
+    executor_pods = sq.kubectl(
+        "get", "pods", "-l", f"streamq.io/query={name},streamq.io/component=executor", "-o", "name"
+    ).stdout.split()
     # The state files in the store came from the executor: the driver runs no task.
     files, root = S3Files(object_store.bucket, _options(object_store)), f"{E2E_NAMESPACE}/{name}/state/0"
     # state/0/<partition>/<version>.delta (or RocksDB's .changelog/.zip): one file per batch that changed it

@@ -20,8 +20,8 @@ import pytest
 
 from testbed.cluster.base import kube_bin
 from testbed.cluster.workload import figure, fraud_spec, payments
-from tests.e2e.prometheus import DRIVER_JOB, OPERATOR_JOB, Prometheus, TargetFiles, render_rules, scrape_config
 from testbed.wait import wait_for
+from tests.e2e.prometheus import DRIVER_JOB, OPERATOR_JOB, Prometheus, TargetFiles, render_rules, scrape_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -48,10 +48,13 @@ def _recovery(cluster, kafka, sq, how: str) -> None:
     expected = flagged(first + during + last)
     out = wait_output(kafka, sink, expected, 300, lambda: sq.describe(name))
     epoch = RATE * INTERVAL_S // 3  # flagged records per checkpoint interval
-    figure(test, f"{len(first) + len(during) + len(last)} payments in, {out.summary()}; "
-                 f"one epoch = {epoch} flagged records; new driver {back.get('driver')} Running {back_after:.0f}s "
-                 f"after the {'deletion' if how == 'pod deleted' else 'kill'} (restarts {back.get('restarts')}, "
-                 f"lastFailure {(back.get('lastFailure') or {}).get('reason')})")
+    figure(
+        test,
+        f"{len(first) + len(during) + len(last)} payments in, {out.summary()}; "
+        f"one epoch = {epoch} flagged records; new driver {back.get('driver')} Running {back_after:.0f}s "
+        f"after the {'deletion' if how == 'pod deleted' else 'kill'} (restarts {back.get('restarts')}, "
+        f"lastFailure {(back.get('lastFailure') or {}).get('reason')})",
+    )
     assert back["checkpoint"]["location"] == status["checkpoint"]["location"], "restarted on another checkpoint"
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
@@ -84,6 +87,7 @@ def test_the_lost_checkpoint_runbook_restarts_a_recreated_query_from_the_offsets
     sq.apply(name, fraud_spec(source, sink, node_dir))
     sq.wait_running(name, timeout=420)
     wait_output(kafka, sink, flagged(first), 240, lambda: sq.describe(name))
+
     # 1. what status has: the offsets the job last committed (every record of `first`: the lag is 0 then)
     def saved() -> dict | None:
         progress = sq.status(name).get("progress") or {}

@@ -18,7 +18,16 @@ import time
 
 import pytest
 
-from testbed.cluster.workload import driver_log, figure, first_output_after, flagged, fraud_spec, payments, standby_waiting, wait_output
+from testbed.cluster.workload import (
+    driver_log,
+    figure,
+    first_output_after,
+    flagged,
+    fraud_spec,
+    payments,
+    standby_waiting,
+    wait_output,
+)
 from testbed.specs import EXACTLY_ONCE
 from testbed.wait import wait_for
 
@@ -64,7 +73,9 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     pod = json.loads(sq.kubectl("get", "pod", standby, "-o", "json").stdout)
     assert "affinity" not in pod["spec"] and pod["spec"]["nodeName"] == active["spec"]["nodeName"]
     assert {t["key"]: t["tolerationSeconds"] for t in pod["spec"]["tolerations"] if t.get("effect") == "NoExecute"} == {
-        "node.kubernetes.io/not-ready": 5, "node.kubernetes.io/unreachable": 5}  # nodeLostAfter unset, the Lease held
+        "node.kubernetes.io/not-ready": 5,
+        "node.kubernetes.io/unreachable": 5,
+    }  # nodeLostAfter unset, the Lease held
 
     def budget() -> dict | None:
         status = json.loads(sq.kubectl("get", "poddisruptionbudget", f"{name}-drivers", "-o", "json").stdout).get("status") or {}
@@ -73,8 +84,13 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     wait_for(budget, 60, "the disruption budget: 2 healthy drivers, 1 disruption allowed", interval=1, ignore=(Exception,))
 
 
-@pytest.mark.parametrize("how, delivery, executors", [  # CI time: the executor variant (~3 min) runs with `-m slow`
-    ("container killed", "atLeastOnce", 0), pytest.param("pod deleted", "exactlyOnce", 1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "how, delivery, executors",
+    [  # CI time: the executor variant (~3 min) runs with `-m slow`
+        ("container killed", "atLeastOnce", 0),
+        pytest.param("pod deleted", "exactlyOnce", 1, marks=pytest.mark.slow),
+    ],
+)
 def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, delivery, executors):
     test = f"standby ({how}, {delivery})"
     name = sq.name(f"standby-{how.split()[0]}")
@@ -103,6 +119,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, deliv
     requests = {"active": _cpu_request(sq, active["metadata"]["name"]), "standby": _cpu_request(sq, standby)}
     assert requests == {"active": "250m", "standby": "50m"}, requests
     if executors:  # the running driver's executors run; the standby, warmed up and waiting, has none
+
         def active_ones() -> dict[str, list[str]] | None:
             pods = _executor_pods(sq, name)
             return pods if _running(pods, active_attempt) == executors else None
@@ -129,16 +146,30 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, deliv
     back_after = first_output_after(kafka, sink, written | set(kafka.read_all(sink, quiet=0.2)), 120)
     taken = wait_for(lambda: (s := sq.status(name)).get("driver") == standby and s, 60, "status naming the standby the driver")
     # Running the query, it grows in place to the query's request (the deleted driver's room is free)
-    grown = wait_for(lambda: _cpu_request(sq, standby, allocated=True) == "250m", 120,
-                     lambda: f"{standby} resized in place to 250m\n{sq.describe(name)}", interval=1, ignore=(Exception,))
-    resized = f"; CPU requests 250m + 50m while standing by (1.2x), the standby resized to 250m {time.monotonic() - killed:.0f}s after"
+    grown = wait_for(
+        lambda: _cpu_request(sq, standby, allocated=True) == "250m",
+        120,
+        lambda: f"{standby} resized in place to 250m\n{sq.describe(name)}",
+        interval=1,
+        ignore=(Exception,),
+    )
+    resized = (
+        f"; CPU requests 250m + 50m while standing by (1.2x), the standby resized to 250m {time.monotonic() - killed:.0f}s after"
+    )
     started = ""
     if executors:  # the promoted standby asks for its executors only now
-        wait_for(lambda: _running(_executor_pods(sq, name), standby_attempt) == executors, 300,
-                 lambda: f"the executor pod(s) of {standby}, promoted\n{sq.describe(name)}", interval=1, ignore=(Exception,))
+        wait_for(
+            lambda: _running(_executor_pods(sq, name), standby_attempt) == executors,
+            300,
+            lambda: f"the executor pod(s) of {standby}, promoted\n{sq.describe(name)}",
+            interval=1,
+            ignore=(Exception,),
+        )
         registered = re.search(r"(\d+) executors registered in ([0-9.]+)s", driver_log(sq, standby))
-        started = (f"; its {executors} executor(s) Running {time.monotonic() - killed:.0f}s after the deletion"
-                   f"{f', registered {registered.group(2)}s after it took the Lease' if registered else ''}")
+        started = (
+            f"; its {executors} executor(s) Running {time.monotonic() - killed:.0f}s after the deletion"
+            f"{f', registered {registered.group(2)}s after it took the Lease' if registered else ''}"
+        )
     producer.join(120)
     last = payments(60, start=90 + len(during))
     kafka.produce(source, last)

@@ -118,8 +118,13 @@ def _threshold(above: int) -> list[dict]:
     return [FRAUD_TRANSFORMS[0], {"where": f"amount > {above}"}, FRAUD_TRANSFORMS[2]]
 
 
-@pytest.mark.parametrize("change, delivery", [  # CI time: the exactly-once rounds (~6 min) run with `-m slow`
-    ("threshold", "atLeastOnce"), pytest.param("driver memory", "exactlyOnce", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "change, delivery",
+    [  # CI time: the exactly-once rounds (~6 min) run with `-m slow`
+        ("threshold", "atLeastOnce"),
+        pytest.param("driver memory", "exactlyOnce", marks=pytest.mark.slow),
+    ],
+)
 def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, change, delivery):
     test = f"warm upgrade ({change}, {delivery})"
     name = sq.name(f"upgrade-{change.split()[-1]}")
@@ -184,7 +189,9 @@ def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, chang
             assert "UpgradeStarted" in events and "UpgradeHandover" in events, events
             assert done.get("restarts", 0) == status.get("restarts", 0)  # an upgrade is not a failure
         # every payment the old or the new threshold flags, and nothing else; none lost
-        expected = _flagged_by(produced, min(FLAG_ABOVE, NEW_THRESHOLD)) if change == "threshold" else _flagged_by(produced, FLAG_ABOVE)
+        expected = (
+            _flagged_by(produced, min(FLAG_ABOVE, NEW_THRESHOLD)) if change == "threshold" else _flagged_by(produced, FLAG_ABOVE)
+        )
         must = _flagged_by(produced, FLAG_ABOVE)  # flagged by every spec the rounds ran
         out = wait_output(kafka, sink, must, 300, lambda: sq.describe(name))
         extra = {r for r in out.unique if r not in set(expected)}

@@ -130,7 +130,7 @@ def test_an_image_that_cannot_be_pulled_is_said_once_and_stays_retryable(cluster
     # The kubelet goes on alternating ErrImagePull and ImagePullBackOff: still one cause, one event.
     def backed_off() -> bool:
         pod = sq.driver_pod(name)
-        waiting = (((pod["status"].get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {})
+        waiting = ((pod["status"].get("containerStatuses") or [{}])[0].get("state") or {}).get("waiting") or {}
         return waiting.get("reason") == "ImagePullBackOff"
 
     wait_for(backed_off, 60, lambda: "the driver in ImagePullBackOff\n" + sq.describe(name), interval=1, ignore=(Exception,))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from testbed.kube import KubeApiServer, kube_bin
-from tests.support.kube_fixtures import require_kube_binaries
 from testbed.operator import Cluster, Operator, install_streamq, unique
+from tests.support.kube_fixtures import require_kube_binaries
 
 
 @pytest.fixture(scope="session")

@@ -39,14 +39,14 @@ from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as ConnectionTrouble
 
 from app.contract import GROUP, PLURAL, VERSION
-from app.contract.policy import check_policy, chart_fullname, from_values
+from app.contract.policy import chart_fullname, check_policy, from_values
 from app.contract.spec import QuerySpec
 from controller.admission import NAME_SUFFIX, render_policy
 from testbed.kube import KubeApiServer, KubectlError, kube_bin
 from testbed.operator import install_streamq, unique
-from tests.support.kube_fixtures import require_kube_binaries
 from testbed.specs import EXACTLY_ONCE, changed
 from tests.hostile_specs import BASE, PVC, REFUSED_BY_POLICY
+from tests.support.kube_fixtures import require_kube_binaries
 
 pytestmark = pytest.mark.integration
 
@@ -222,7 +222,9 @@ def test_kubectl_apply_refuses_a_query_over_a_cap_with_the_policys_message(kube_
 
 
 def test_the_operators_writes_to_a_query_stored_before_the_policy_tightened_pass(kube_apiserver, api_client, namespace, release):
-    kube_apiserver.kubectl("apply", "-f", "-", input=json.dumps(body("stored", changed(BASE, {"runtime.executors": {"instances": 6}}), namespace)))
+    kube_apiserver.kubectl(
+        "apply", "-f", "-", input=json.dumps(body("stored", changed(BASE, {"runtime.executors": {"instances": 6}}), namespace))
+    )
     release(namespace, {"maxExecutors": 4})
     wait_enforced(api_client, namespace)
     # finalizers and kopf's annotations: the operator must still be able to handle (and release) it
@@ -298,7 +300,9 @@ def one_per_switch(ns: str) -> dict[str, dict]:
     rt = "runtime"
     return {
         "allowSparkUI": changed(BASE, {f"{rt}.sparkUI": True}),
-        "allowStandby": changed(BASE, {f"{rt}.standby": True, "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp-1"}}}),
+        "allowStandby": changed(
+            BASE, {f"{rt}.standby": True, "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "cp-1"}}}
+        ),
         "allowExactlyOnce": changed(BASE, EXACTLY_ONCE),
         "allowedVolumes, emptyDir": changed(BASE, {"checkpoint.volume": {"emptyDir": {}}}),
         "maxExecutors": changed(BASE, {f"{rt}.executors": {"instances": 5}}),

@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.contract.spec import QuerySpec
 from app.contract.load import QueryDocument
+from app.contract.spec import QuerySpec
 from app.pipeline.analyser import analyse
 from testbed.specs import query_spec
 
@@ -25,7 +25,13 @@ def test_accepted_query_has_no_problems(spark):
 
 
 def test_aggregation_in_continuous_mode_is_refused_by_spark(spark):
-    problems = analyse(spark, _doc(transforms=[{"sql": "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY key"}], outputMode="update"))
+    problems = analyse(
+        spark,
+        _doc(
+            transforms=[{"sql": "SELECT CAST(key AS STRING) AS key, CAST(count(*) AS STRING) AS value FROM input GROUP BY key"}],
+            outputMode="update",
+        ),
+    )
     assert len(problems) == 1
     assert "Continuous processing does not support Aggregate operations" in problems[0].message
 

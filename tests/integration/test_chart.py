@@ -12,7 +12,6 @@ operator's default job image and the version in pyproject.toml.
 from __future__ import annotations
 
 import copy
-
 import re
 import shutil
 import subprocess
@@ -44,7 +43,9 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def template(helm: Path, tmp_path: Path, values: dict | None = None, *extra: str) -> subprocess.CompletedProcess:
-    return run_helm(helm, "template", "streamq", str(CHART), "--namespace", "streamq-system", *extra, *_values_args(tmp_path, values))
+    return run_helm(
+        helm, "template", "streamq", str(CHART), "--namespace", "streamq-system", *extra, *_values_args(tmp_path, values)
+    )
 
 
 def is_hook(doc: dict) -> bool:
@@ -247,7 +248,10 @@ def test_the_default_serves_the_release_namespace_only(helm, tmp_path):
 def test_cluster_wide_is_an_explicit_choice(helm, tmp_path):
     docs = render(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}})
     assert operator_container(docs)["args"] == ["controller", "--all-namespaces"]
-    assert sorted(b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")) == ["streamq-operator", "streamq-operator-cluster"]
+    assert sorted(b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")) == [
+        "streamq-operator",
+        "streamq-operator-cluster",
+    ]
     assert not [b for b in by_kind(docs, "RoleBinding") if b["roleRef"]["name"] == "streamq-operator"]
 
 
@@ -260,7 +264,9 @@ def test_watch_namespaces_binds_per_namespace_only(helm, tmp_path):
     cluster_bindings = [b["roleRef"]["name"] for b in by_kind(docs, "ClusterRoleBinding")]
     assert cluster_bindings == ["streamq-operator-cluster"]  # only the cluster-scoped reads
     # drivers that start executors find their account in every watched namespace
-    accounts = sorted(d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver")
+    accounts = sorted(
+        d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver"
+    )
     assert accounts == ["streamq-system", "team-a", "team-b"]
 
 
@@ -286,9 +292,13 @@ def test_peering_renders_the_peering_object_its_rbac_and_rolling_updates(helm, t
 
 def test_driver_accounts_in_every_listed_namespace(helm, tmp_path):
     docs = render(helm, tmp_path, {"driver": {"namespaces": ["team-a", "streamq-system", "team-b"]}})
-    accounts = sorted(d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver")
+    accounts = sorted(
+        d["metadata"]["namespace"] for d in by_kind(docs, "ServiceAccount") if d["metadata"]["name"] == "streamq-driver"
+    )
     assert accounts == ["streamq-system", "team-a", "team-b"]  # the release namespace once
-    bindings = sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "streamq-driver")
+    bindings = sorted(
+        b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding") if b["metadata"]["name"] == "streamq-driver"
+    )
     assert bindings == ["streamq-system", "team-a", "team-b"]
 
 
@@ -333,7 +343,11 @@ def test_metrics_off_and_service_monitor_on(helm, tmp_path):
     assert env_of(container)["STREAMQ_METRICS_PORT"] == "0"
     assert [p["name"] for p in container["ports"]] == ["health"]
 
-    on = render(helm, tmp_path, {"metrics": {"enabled": True, "port": 9090, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
+    on = render(
+        helm,
+        tmp_path,
+        {"metrics": {"enabled": True, "port": 9090, "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+    )
     monitor = one(on, "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
@@ -360,11 +374,13 @@ def test_notes_tell_how_to_load_the_image_and_apply_a_first_query(helm, tmp_path
     notes = render_notes(helm, tmp_path)
     assert "ctr -n k8s.io images import ~/.cache/streamq/images/streamq-0.1.0.tar" in notes
     assert "imagePullPolicy is IfNotPresent" in notes
-    first_query = notes[notes.index("cat <<'YAML'"):notes.index("  YAML\n")]
+    first_query = notes[notes.index("cat <<'YAML'") : notes.index("  YAML\n")]
     doc = yaml.safe_load("\n".join(line[2:] for line in first_query.splitlines()[1:]))
     assert doc["kind"] == "StreamingQuery" and doc["metadata"]["name"] == "rate-to-console"
     sample = REPO_ROOT / "examples" / "rate-to-console.yaml"
-    assert doc["spec"] == yaml.safe_load(sample.read_text())["spec"], "NOTES' first query drifted from examples/rate-to-console.yaml"
+    assert doc["spec"] == yaml.safe_load(sample.read_text())["spec"], (
+        "NOTES' first query drifted from examples/rate-to-console.yaml"
+    )
     assert "kubectl wait sq/rate-to-console --for=condition=Ready" in notes
     assert "kubectl apply -n streamq-system" in notes and "the namespaces streamq-system" in notes
     assert "StreamingQueries go in streamq-system; one in any other namespace is not reconciled." in notes
@@ -384,11 +400,15 @@ GOOD_VALUES = {
     "two peered replicas": {"operator": {"replicas": 2, "peering": {"enabled": True}}},
     "namespaced operator": {"operator": {"watchNamespaces": ["team-a", "team-b"]}, "driver": {"namespaces": ["team-a"]}},
     "cluster-wide operator": {"operator": {"watchNamespaces": ["*"]}},
-    "network policy": {"networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"]}, "kafka": {"cidrs": ["fd00::/64"]}}},
+    "network policy": {
+        "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["10.0.0.1/32"]}, "kafka": {"cidrs": ["fd00::/64"]}}
+    },
     "no network policy at all": {"networkPolicy": {"enabled": False, "denyMetadata": False}},
     "metrics off": {"metrics": {"enabled": False, "port": 9090}},
     "service monitor": {"metrics": {"enabled": True, "port": 9100, "serviceMonitor": {"enabled": True, "interval": "15s"}}},
-    "private registry image": {"image": {"repository": "registry.local:5000/data/streamq", "tag": "0.1.1", "pullPolicy": "Never"}},
+    "private registry image": {
+        "image": {"repository": "registry.local:5000/data/streamq", "tag": "0.1.1", "pullPolicy": "Never"}
+    },
     "pdb by percentage": {"podDisruptionBudget": {"enabled": True, "minAvailable": "50%"}},
     "sized and extended": {
         "operator": {
@@ -450,7 +470,10 @@ def test_driver_pod_monitor_scrapes_the_spark_ui_port_with_the_query_label(helm,
     on = render(helm, tmp_path, values)
     monitor = one(on, "PodMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prom"
-    assert monitor["spec"]["selector"]["matchLabels"] == {"streamq.io/component": "driver", "app.kubernetes.io/managed-by": "streamq"}
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "streamq.io/component": "driver",
+        "app.kubernetes.io/managed-by": "streamq",
+    }
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["streamq-system"]}
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert (endpoint["port"], endpoint["path"]) == ("spark-ui", "/metrics/prometheus") and SPARK_UI_PORT == 4040
@@ -465,7 +488,13 @@ def test_spark_ui_ingress_is_off_by_default_and_configures_the_operator_when_a_h
     from controller.config import Settings
 
     assert "STREAMQ_SPARK_UI_INGRESS_HOST" not in env_of(operator_container(render(helm, tmp_path)))
-    on = env_of(operator_container(render(helm, tmp_path, {"sparkUI": {"ingress": {"host": "{query}.{namespace}.spark.example.com", "className": "nginx"}}})))
+    on = env_of(
+        operator_container(
+            render(
+                helm, tmp_path, {"sparkUI": {"ingress": {"host": "{query}.{namespace}.spark.example.com", "className": "nginx"}}}
+            )
+        )
+    )
     settings = Settings.from_env({k: v for k, v in on.items() if k.startswith("STREAMQ_SPARK_UI_")})
     assert (settings.spark_ui_ingress_host, settings.spark_ui_ingress_class) == ("{query}.{namespace}.spark.example.com", "nginx")
     assert template(helm, tmp_path, {"sparkUI": {"ingress": {"host": "Not A Host!"}}}).returncode != 0
@@ -473,10 +502,14 @@ def test_spark_ui_ingress_is_off_by_default_and_configures_the_operator_when_a_h
 
 def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_path):
     prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
-    docs = render(helm, tmp_path, {"networkPolicy": {"enabled": True, "sparkUIFrom": [prometheus], "kafka": {"cidrs": ["10.20.0.0/16"]}}})
+    docs = render(
+        helm, tmp_path, {"networkPolicy": {"enabled": True, "sparkUIFrom": [prometheus], "kafka": {"cidrs": ["10.20.0.0/16"]}}}
+    )
     policy = one(docs, "NetworkPolicy")
     assert {"from": [prometheus], "ports": [{"protocol": "TCP", "port": 4040}]} in policy["spec"]["ingress"]
-    default = one(render(helm, tmp_path, {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["10.20.0.0/16"]}}}), "NetworkPolicy")
+    default = one(
+        render(helm, tmp_path, {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["10.20.0.0/16"]}}}), "NetworkPolicy"
+    )
     assert len(default["spec"]["ingress"]) == 1
 
 
@@ -499,8 +532,15 @@ def _reaches(policy: dict, address: str) -> bool:
             if block is None:
                 continue
             net = ipaddress.ip_network(block["cidr"])
-            if ip.version == net.version and ip in net and not any(
-                    ip in ipaddress.ip_network(e) for e in block.get("except", []) if ipaddress.ip_network(e).version == ip.version):
+            if (
+                ip.version == net.version
+                and ip in net
+                and not any(
+                    ip in ipaddress.ip_network(e)
+                    for e in block.get("except", [])
+                    if ipaddress.ip_network(e).version == ip.version
+                )
+            ):
                 return True
     return False
 

@@ -19,9 +19,10 @@ NAMESPACE = "streamq-chart-install"
 @pytest.fixture(scope="module")
 def rendered(kube_apiserver, helm) -> list[dict]:
     out = subprocess.run(
-        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"),
-         "--namespace", NAMESPACE, "--include-crds"],
-        capture_output=True, text=True, check=True,
+        [str(helm), "template", "streamq", str(ROOT / "charts" / "streamq"), "--namespace", NAMESPACE, "--include-crds"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
@@ -29,11 +30,18 @@ def rendered(kube_apiserver, helm) -> list[dict]:
 @pytest.fixture(scope="module")
 def installed(kube_apiserver, rendered):
     kube_apiserver.kubectl(
-        "create", "namespace", NAMESPACE, check=False,
+        "create",
+        "namespace",
+        NAMESPACE,
+        check=False,
     )
     kube_apiserver.kubectl(
-        "label", "--overwrite", "namespace", NAMESPACE,
-        "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest",
+        "label",
+        "--overwrite",
+        "namespace",
+        NAMESPACE,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
     )
     crds = [d for d in rendered if d["kind"] == "CustomResourceDefinition"]
     rest = [d for d in rendered if d["kind"] != "CustomResourceDefinition"]
@@ -56,7 +64,8 @@ def test_every_rendered_object_is_stored(kube_apiserver, installed, rendered):
 def test_operator_pod_passes_the_restricted_profile(kube_apiserver, installed, rendered):
     deployment = next(d for d in rendered if d["kind"] == "Deployment")
     pod = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": "operator-admission-check", "namespace": NAMESPACE},
         "spec": deployment["spec"]["template"]["spec"],
     }
@@ -68,7 +77,9 @@ def test_operator_pod_passes_the_restricted_profile(kube_apiserver, installed, r
 def test_a_privileged_pod_is_refused_there(kube_apiserver, installed):
     # The check above can fail: the namespace really enforces the profile.
     pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "privileged", "namespace": NAMESPACE},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "privileged", "namespace": NAMESPACE},
         "spec": {"containers": [{"name": "c", "image": "streamq:0.1.0", "securityContext": {"privileged": True}}]},
     }
     result = kube_apiserver.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(pod), check=False)
@@ -127,6 +138,13 @@ SAMPLES = sorted(p for p in (ROOT / "manifests" / "samples").glob("*.yaml") if p
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
 def test_samples_are_accepted_by_the_installed_crd(kube_apiserver, installed, sample):
     result = kube_apiserver.kubectl(
-        "apply", "--server-side", "--dry-run=server", "-n", NAMESPACE, "-f", str(sample), check=False,
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-n",
+        NAMESPACE,
+        "-f",
+        str(sample),
+        check=False,
     )
     assert result.returncode == 0, result.stderr

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from app.checkpoints.reader import read_checkpoint
-from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
+from app.pipeline.plan import build_dataframe, build_writer
 from testbed.jobs import ROOT
 from testbed.specs import flagged, payments, query_spec
 from testbed.wait import wait_for
@@ -51,7 +51,11 @@ def test_inspector_reads_what_spark_reports_in_batch_modes(spark, kafka_broker, 
     records = payments(N)
     kafka_broker.produce(source, records)
     extra = {"outputMode": "update"} if "realTime" in trigger else {}
-    spec = validate_spec(query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=trigger, **extra))
+    spec = validate_spec(
+        query_spec(
+            bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=trigger, **extra
+        )
+    )
     query = build_writer(build_dataframe(spark, spec), f"q-{sink}", spec).start()
     try:
         kafka_broker.consume_all(sink, timeout=120, expected_count=len(flagged(records)), decode=True)
@@ -68,8 +72,10 @@ def test_inspector_reads_what_spark_reports_in_batch_modes(spark, kafka_broker, 
         query.stop()
     spark_says = query.lastProgress
     state = read_checkpoint(tmp_path / "ck")
-    print(f"{next(iter(trigger))}: Spark's last batch {spark_says['batchId']} endOffset "
-          f"{spark_says['sources'][0]['endOffset']}; inspector: batch {state.last_committed} {state.kafka_offsets()}")
+    print(
+        f"{next(iter(trigger))}: Spark's last batch {spark_says['batchId']} endOffset "
+        f"{spark_says['sources'][0]['endOffset']}; inspector: batch {state.last_committed} {state.kafka_offsets()}"
+    )
     assert state.exists and state.resumable and not state.problems
     assert state.last_committed == spark_says["batchId"]
     assert state.kafka_offsets() == _kafka_end_offsets(spark_says) == {source: end}
@@ -101,8 +107,10 @@ def test_inspector_reads_what_a_continuous_query_committed(spark, kafka_broker, 
         assert query.lastProgress is None  # continuous mode: Spark itself says nothing
     finally:
         query.stop()
-    print(f"continuous: epoch {state.last_committed} committed {state.kafka_offsets()}; broker end {end}; "
-          f"{len(out)} flagged of {N} consumed")
+    print(
+        f"continuous: epoch {state.last_committed} committed {state.kafka_offsets()}; broker end {end}; "
+        f"{len(out)} flagged of {N} consumed"
+    )
     assert sorted(out) == sorted(flagged(records))
     assert sum(state.kafka_offsets()[source].values()) == N  # every consumed record is behind the committed offsets
     assert state.source_kinds() == ["kafka"] and state.committed_at is not None

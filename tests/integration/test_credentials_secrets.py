@@ -56,7 +56,9 @@ def test_a_token_or_an_unmarked_secret_is_refused_whatever_its_name_and_a_marked
     cluster.wait_driver("marked", 1)
 
     # the namespace's owners mark the Secret: the same query starts, its spec untouched
-    cluster.core.patch_namespaced_secret("streamq-creds", cluster.namespace, {"metadata": {"labels": {LABEL_CREDENTIALS: "true"}}})
+    cluster.core.patch_namespaced_secret(
+        "streamq-creds", cluster.namespace, {"metadata": {"labels": {LABEL_CREDENTIALS: "true"}}}
+    )
     cluster.wait_driver("unmarked", 1, timeout=30)
 
 

@@ -120,7 +120,9 @@ def test_the_local_fraud_loop_shows_flagged_payments_and_stops_cleanly_on_ctrl_c
     term = Terminal([str(ROOT / "hack" / "run.sh"), "--dev", "--rate", "40"])
     try:
         screen = term.wait_for_text(r"^broker 127\.0\.0\.1:\d+", timeout=180)
-        port, controller = map(int, re.search(r"^broker 127\.0\.0\.1:(\d+) \(controller 127\.0\.0\.1:(\d+)\)", screen, re.M).groups())
+        port, controller = map(
+            int, re.search(r"^broker 127\.0\.0\.1:(\d+) \(controller 127\.0\.0\.1:(\d+)\)", screen, re.M).groups()
+        )
         # Within seconds of the query's start (the JVM's own start is slow on a busy machine).
         term.wait_for_text(r"^flagged  p\d+ card-\d+ amount .* latency \d+ ms$", timeout=300, count=3)
         term.wait_for_text(r"^latency  continuous: p50 \d+ ms, p99 \d+ ms", timeout=60)
@@ -151,7 +153,9 @@ def test_run_sh_on_the_default_spec_stops_on_ctrl_c_without_a_stack_trace(tmp_pa
         term.kill()
     screen = term.screen
     assert_quiet(screen)
-    assert re.search(r"query stopped: SIGINT received; committed epoch \d+, offsets \{\"0\":\{\"runTimeMs\"", screen), screen[-3000:]
+    assert re.search(r"query stopped: SIGINT received; committed epoch \d+, offsets \{\"0\":\{\"runTimeMs\"", screen), screen[
+        -3000:
+    ]
     assert '{"batchId"' not in screen  # on a terminal: lines for people, not the operator's JSON
     assert term.leftovers() == []
 

@@ -11,12 +11,12 @@ import pytest
 
 from app.contract.names import LABEL_CREDENTIALS
 from controller import names
-from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
 from testbed.jobs import JobProcess
-from tests.support.kubelet_logs import KubeletLogs
 from testbed.operator import unique
 from testbed.specs import query_spec
 from testbed.wait import wait_for
+from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
+from tests.support.kubelet_logs import KubeletLogs
 
 pytestmark = pytest.mark.integration
 

@@ -279,7 +279,11 @@ def test_the_job_checkpoints_to_an_s3_store_with_the_images_jars(container, s3_s
         state = read_checkpoint(location)
     finally:
         configure_s3(S3Options())
-    assert state.exists and state.query_id and state.last_committed is not None and state.last_committed >= 1, (state, output[-3000:])
+    assert state.exists and state.query_id and state.last_committed is not None and state.last_committed >= 1, (
+        state,
+        output[-3000:],
+    )
+
 
 def _free_port() -> int:
     with socket.socket() as s:

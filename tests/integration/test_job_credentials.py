@@ -6,8 +6,8 @@ import pytest
 
 from app.contract import ExitCode
 from testbed.jobs import JobProcess
-from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.kafka_broker import free_port
+from testbed.specs import flagged, payments, query_spec, write_resource
 
 pytestmark = pytest.mark.integration
 
@@ -20,8 +20,9 @@ def sasl_broker(kafka_broker_factory):
     holder = {}
 
     def listeners(broker_port, controller_port):
-        return (f"PLAINTEXT://127.0.0.1:{broker_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                f"CONTROLLER://127.0.0.1:{controller_port}")
+        return (
+            f"PLAINTEXT://127.0.0.1:{broker_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},CONTROLLER://127.0.0.1:{controller_port}"
+        )
 
     port, controller_port = free_port(), free_port()
     broker = kafka_broker_factory(
@@ -32,8 +33,7 @@ def sasl_broker(kafka_broker_factory):
             "advertised.listeners": listeners(port, controller_port),
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
             "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-                f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";',
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{USER}="{PASSWORD}";',
         },
     )
     holder["sasl_bootstrap"] = f"127.0.0.1:{sasl_port}"
@@ -50,7 +50,13 @@ def _secret(tmp_path, password):
 
 def _spec(bootstrap, tmp_path):
     auth = {"mechanism": "PLAIN", "securityProtocol": "SASL_PLAINTEXT", "secretRef": {"name": "kafka-creds"}}
-    spec = query_spec(bootstrap=bootstrap, topic="payments", sink_topic="flagged", location=tmp_path / "ck", trigger={"continuous": {"checkpointInterval": "500ms"}})
+    spec = query_spec(
+        bootstrap=bootstrap,
+        topic="payments",
+        sink_topic="flagged",
+        location=tmp_path / "ck",
+        trigger={"continuous": {"checkpointInterval": "500ms"}},
+    )
     spec["source"]["kafka"]["auth"] = auth
     spec["sink"]["kafka"]["auth"] = auth
     return write_resource(tmp_path / "q.yaml", "sasl", spec)
@@ -79,7 +85,9 @@ def test_wrong_password_fails_clearly_without_leaking_it(sasl_broker, tmp_path):
     broker, sasl_bootstrap = sasl_broker
     broker.create_topic("payments", 1)
     wrong = "not-the-Pa55word"
-    code, job = JobProcess.run_to_exit(_spec(sasl_bootstrap, tmp_path), tmp_path, 90, env={"STREAMQ_SECRETS_DIR": str(_secret(tmp_path, wrong))})
+    code, job = JobProcess.run_to_exit(
+        _spec(sasl_bootstrap, tmp_path), tmp_path, 90, env={"STREAMQ_SECRETS_DIR": str(_secret(tmp_path, wrong))}
+    )
     assert code == ExitCode.SOURCE_UNAVAILABLE, job.log()[-3000:]
     message = job.termination_message()
     assert "Authentication failed" in message or "SASL" in message, message
@@ -87,6 +95,8 @@ def test_wrong_password_fails_clearly_without_leaking_it(sasl_broker, tmp_path):
 
 
 def test_missing_secret_file_is_an_invalid_spec(kafka_broker, tmp_path):
-    code, job = JobProcess.run_to_exit(_spec(kafka_broker.bootstrap, tmp_path), tmp_path, 60, env={"STREAMQ_SECRETS_DIR": str(tmp_path / "none")})
+    code, job = JobProcess.run_to_exit(
+        _spec(kafka_broker.bootstrap, tmp_path), tmp_path, 60, env={"STREAMQ_SECRETS_DIR": str(tmp_path / "none")}
+    )
     assert code == ExitCode.INVALID_SPEC
     assert "secret file" in job.termination_message() and "kafka-creds/username" in job.termination_message()

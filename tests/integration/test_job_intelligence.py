@@ -17,7 +17,7 @@ from app.checkpoints.reader import read_checkpoint
 from app.contract import RESUME_ANNOTATION, ExitCode
 from app.contract.progress import ProgressRecord
 from app.contract.resume import ResumeFrom
-from testbed.jobs import JobProcess, ROOT, SteadyProducer
+from testbed.jobs import ROOT, JobProcess, SteadyProducer
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for
 
@@ -46,7 +46,11 @@ def stop(job: JobProcess) -> int:
 @pytest.mark.slow  # CI time (~60 s): the lag the job reports is checked in status by tests/e2e/test_observability.py
 def test_lag_rises_while_the_job_is_stopped_and_falls_to_zero_after_resume(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec_path = write_resource(tmp_path / "q.yaml", "lag", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
+    spec_path = write_resource(
+        tmp_path / "q.yaml",
+        "lag",
+        query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS),
+    )
     producer = SteadyProducer(kafka_broker, source, per_batch=10, period_s=0.2)  # ~50 records/s
     producer.start()
     first = JobProcess(spec_path, tmp_path, env=FAST)
@@ -71,8 +75,10 @@ def test_lag_rises_while_the_job_is_stopped_and_falls_to_zero_after_resume(kafka
     finally:
         second.stop()
         producer.stop()
-    print(f"lag while running {running} (first at epoch {caught_up['batchId']}); while stopped {stopped}; "
-          f"resumed at {resumed['totalLag']}; 0 at epoch {zero['batchId']} ({len(producer.sent)} records sent)")
+    print(
+        f"lag while running {running} (first at epoch {caught_up['batchId']}); while stopped {stopped}; "
+        f"resumed at {resumed['totalLag']}; 0 at epoch {zero['batchId']} ({len(producer.sent)} records sent)"
+    )
     assert stopped[0] < stopped[1] < stopped[2], "lag must rise while the job is stopped and input continues"
     assert resumed["totalLag"] >= stopped[-1]
     assert zero["lag"] == {source: {"0": 0, "1": 0}}
@@ -94,8 +100,10 @@ def test_a_query_short_of_slots_really_hangs_and_is_reported_stalled_within_the_
         job.stop()
     records = job.records()
     stalled = [r for r in records if r["health"]["state"] == "Stalled"]
-    print(f"exit {code}; {len(records)} records; stalled after {stalled[0]['health']['waitingSeconds'] if stalled else '?'}s "
-          f"(window {stalled[0]['health']['stallAfterSeconds'] if stalled else '?'}s): {job.termination_message()}")
+    print(
+        f"exit {code}; {len(records)} records; stalled after {stalled[0]['health']['waitingSeconds'] if stalled else '?'}s "
+        f"(window {stalled[0]['health']['stallAfterSeconds'] if stalled else '?'}s): {job.termination_message()}"
+    )
     assert code == ExitCode.STALLED, job.log()[-3000:]
     assert stalled, "no Stalled report before the exit"
     report = stalled[0]
@@ -143,7 +151,9 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
         second.wait_for_record(lambda r: sum(r["committedOffsets"].get(source, {}).values()) > sum(down.values()), 240,
                                "a commit past the input that arrived while no job ran")  # fmt: skip
         producer.stop()
-        expected = {rec for rec, (p, o) in zip(producer.sent, producer.positions) if o >= start.get(p, 0)} & set(flagged(producer.sent))
+        expected = {rec for rec, (p, o) in zip(producer.sent, producer.positions) if o >= start.get(p, 0)} & set(
+            flagged(producer.sent)
+        )
         out = kafka_broker.wait_for_records(sink, expected, timeout=180)
         assert stop(second) == ExitCode.OK
     finally:
@@ -153,9 +163,11 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
     while_down = sum(down[p] - committed[p] for p in down)
     missing = expected - set(out)
     duplicates = sum(n - 1 for n in Counter(out).values())
-    print(f"{len(producer.sent)} payments sent, {len(expected)} flagged expected, {len(set(out))} distinct written, "
-          f"{duplicates} duplicates; {while_down} records arrived while the checkpoint was gone; "
-          f"restarted from {recovered['recovered']['startingOffsets']}")
+    print(
+        f"{len(producer.sent)} payments sent, {len(expected)} flagged expected, {len(set(out))} distinct written, "
+        f"{duplicates} duplicates; {while_down} records arrived while the checkpoint was gone; "
+        f"restarted from {recovered['recovered']['startingOffsets']}"
+    )
     assert recovered["recovered"]["reason"] == "missing" and recovered["recovered"]["batchId"] == last["batchId"]
     assert "the checkpoint at" in second.log() and "starting a fresh one from the offsets committed at batch" in second.log()
     assert while_down > 0
@@ -204,7 +216,9 @@ def test_partitions_added_while_running_restart_an_auto_sized_query_with_more_sl
     from confluent_kafka.admin import NewPartitions
 
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS, runtime={})  # parallelism unset
+    spec = query_spec(
+        bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS, runtime={}
+    )  # parallelism unset
     spec_path = write_resource(tmp_path / "q.yaml", "grow", spec)
     first = JobProcess(spec_path, tmp_path, env=FAST)
     try:
@@ -261,4 +275,5 @@ def test_dropping_the_stateful_step_of_a_query_is_refused_naming_the_field(kafka
     print(f"exit {code}: {refused.termination_message()}")
     assert code == ExitCode.INVALID_SPEC
     assert refused.termination_message().startswith(
-        "INVALID_SPEC: spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave")
+        "INVALID_SPEC: spec.transforms: the checkpoint holds the state of stateful operator(s) stateStoreSave"
+    )

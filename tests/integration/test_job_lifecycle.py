@@ -23,10 +23,16 @@ def _wait_for_committed_input(checkpoint, topic, at_least, timeout):
              f"{at_least} input records committed")  # fmt: skip
 
 
-@pytest.mark.parametrize("how", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGKILL"])  # CI time: SIGKILL is the harder case
+@pytest.mark.parametrize(
+    "how", [pytest.param("SIGTERM", marks=pytest.mark.slow), "SIGKILL"]
+)  # CI time: SIGKILL is the harder case
 def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, how):
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec_path = write_resource(tmp_path / "q.yaml", "restart", query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
+    spec_path = write_resource(
+        tmp_path / "q.yaml",
+        "restart",
+        query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS),
+    )
     producer = SteadyProducer(kafka_broker, source)
     producer.start()
     first = JobProcess(spec_path, tmp_path)
@@ -63,8 +69,10 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
         producer.stop()
     missing = expected - set(out)
     duplicates = sum(n - 1 for n in Counter(out).values())
-    print(f"{how}: {len(producer.sent)} payments, {len(expected)} flagged, first run wrote {len(output_of_first_run)} "
-          f"({len(committed_flagged)} committed), total written {len(out)}, duplicates {duplicates} (bound {replay_bound})")
+    print(
+        f"{how}: {len(producer.sent)} payments, {len(expected)} flagged, first run wrote {len(output_of_first_run)} "
+        f"({len(committed_flagged)} committed), total written {len(out)}, duplicates {duplicates} (bound {replay_bound})"
+    )
     assert not missing, f"{len(missing)} flagged payments never arrived"
     assert set(out) <= expected, "records that should have been filtered out arrived"
     assert committed_flagged, "the first run committed nothing: the test did not stop it mid-stream"
@@ -73,14 +81,28 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
 
 
 def test_broker_down_at_start_fails_fast_with_a_reason(kafka_topic, tmp_path):
-    spec_path = write_resource(tmp_path / "q.yaml", "nobroker", query_spec(bootstrap="127.0.0.1:1", topic="in", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS))
+    spec_path = write_resource(
+        tmp_path / "q.yaml",
+        "nobroker",
+        query_spec(bootstrap="127.0.0.1:1", topic="in", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS),
+    )
     code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE, job.log()[-3000:]
     assert "Kafka source 127.0.0.1:1 did not answer" in job.termination_message()
 
 
 def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
-    spec_path = write_resource(tmp_path / "q.yaml", "notopic", query_spec(bootstrap=kafka_broker.bootstrap, topic="no-such-topic", sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS))
+    spec_path = write_resource(
+        tmp_path / "q.yaml",
+        "notopic",
+        query_spec(
+            bootstrap=kafka_broker.bootstrap,
+            topic="no-such-topic",
+            sink_topic="out",
+            location=tmp_path / "ck",
+            trigger=CONTINUOUS,
+        ),
+    )
     code, job = JobProcess.run_to_exit(spec_path, tmp_path, 90)
     assert code == ExitCode.SOURCE_UNAVAILABLE
     assert "no-such-topic" in job.termination_message()
@@ -88,7 +110,14 @@ def test_missing_topic_fails_with_its_name(kafka_broker, tmp_path):
 
 def test_too_few_slots_for_the_partitions_is_refused_not_hung(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic(partitions=4)
-    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS, runtime={"parallelism": 4})
+    spec = query_spec(
+        bootstrap=kafka_broker.bootstrap,
+        topic=source,
+        sink_topic="out",
+        location=tmp_path / "ck",
+        trigger=CONTINUOUS,
+        runtime={"parallelism": 4},
+    )
     code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "slots", spec), tmp_path, 90)
     assert code == ExitCode.INVALID_SPEC
     assert "4 partitions need more than 4 slots" in job.termination_message()
@@ -105,7 +134,11 @@ def test_a_broker_down_mid_run_is_waited_for_and_the_query_restarts_in_place_los
     broker.create_topic(sink, 1)
     before = payments(30)
     broker.produce(source, before)
-    spec_path = write_resource(tmp_path / "q.yaml", "brokergone", query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS))
+    spec_path = write_resource(
+        tmp_path / "q.yaml",
+        "brokergone",
+        query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS),
+    )
     job = JobProcess(spec_path, tmp_path, env={"STREAMQ_BROKER_TIMEOUT_SECONDS": "10", "STREAMQ_REPORT_PERIOD_SECONDS": "2"})
     try:
         broker.wait_for_records(sink, set(flagged(before)), timeout=300)
@@ -130,8 +163,10 @@ def test_a_broker_down_mid_run_is_waited_for_and_the_query_restarts_in_place_los
         code = job.wait(60)
         job.stop()
     duplicates = sum(n - 1 for n in Counter(out).values())
-    print(f"broker gone: SourceUnavailable after {noticed:.1f}s; all {len(set(out))} flagged records {took:.1f}s after "
-          f"the broker came back; {duplicates} duplicates; inPlaceRestarts {restarted['inPlaceRestarts']}")
+    print(
+        f"broker gone: SourceUnavailable after {noticed:.1f}s; all {len(set(out))} flagged records {took:.1f}s after "
+        f"the broker came back; {duplicates} duplicates; inPlaceRestarts {restarted['inPlaceRestarts']}"
+    )
     assert "unreachable" in waiting["health"]["message"] and "restarts when the broker answers" in waiting["health"]["message"]
     assert "unreachable" in restarted["lastInPlaceRestart"]
     assert set(out) == set(flagged(before + after)), "records lost or unexpected records"
@@ -161,7 +196,14 @@ def test_in_place_restarts_are_limited_then_the_job_exits_for_a_new_pod(kafka_br
 
 def test_query_spark_refuses_exits_as_invalid(kafka_broker, kafka_topic, tmp_path):
     source = kafka_topic()
-    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic="out", location=tmp_path / "ck", trigger=CONTINUOUS, transforms=[{"where": "no_such_column > 1"}])
+    spec = query_spec(
+        bootstrap=kafka_broker.bootstrap,
+        topic=source,
+        sink_topic="out",
+        location=tmp_path / "ck",
+        trigger=CONTINUOUS,
+        transforms=[{"where": "no_such_column > 1"}],
+    )
     code, job = JobProcess.run_to_exit(write_resource(tmp_path / "q.yaml", "refused", spec), tmp_path, 120)
     assert code == ExitCode.QUERY_REFUSED, job.log()[-3000:]
     assert "QUERY_REFUSED" in job.termination_message() and "no_such_column" in job.termination_message()

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from app.pipeline.plan import build_dataframe, build_writer
 from app.contract.load import validate_spec
+from app.pipeline.plan import build_dataframe, build_writer
 from testbed.specs import flagged, payments, query_spec
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,9 @@ def test_fraud_filter_exact_output(spark, kafka_broker, kafka_topic, tmp_path, t
     records = payments(N)
     kafka_broker.produce(source, records)
     extra = {"outputMode": "update"} if "realTime" in trigger else {}
-    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=trigger, **extra)
+    spec = query_spec(
+        bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=trigger, **extra
+    )
     expected = sorted(flagged(records))
     out, after = _run_until_output(spark, spec, kafka_broker, sink, len(expected))
     assert sorted(out) == expected
@@ -57,9 +59,17 @@ def test_sql_transform(spark, kafka_broker, kafka_topic, tmp_path):
     records = payments(30)
     kafka_broker.produce(source, records)
     spec = query_spec(
-        bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger={"continuous": {"checkpointInterval": "500ms"}},
-        transforms=[{"sql": "SELECT upper(CAST(key AS STRING)) AS key, CAST(value AS STRING) AS value FROM input "
-                            "WHERE CAST(get_json_object(CAST(value AS STRING), '$.amount') AS INT) > 1000"}],
+        bootstrap=kafka_broker.bootstrap,
+        topic=source,
+        sink_topic=sink,
+        location=tmp_path / "ck",
+        trigger={"continuous": {"checkpointInterval": "500ms"}},
+        transforms=[
+            {
+                "sql": "SELECT upper(CAST(key AS STRING)) AS key, CAST(value AS STRING) AS value FROM input "
+                "WHERE CAST(get_json_object(CAST(value AS STRING), '$.amount') AS INT) > 1000"
+            }
+        ],
     )
     expected = sorted((k.upper(), v) for k, v in flagged(records))
     out, _ = _run_until_output(spark, spec, kafka_broker, sink, len(expected))

@@ -68,7 +68,9 @@ def _runs_through_tls(broker, pki, tmp_path, *presets, name: str) -> None:
     path, env, expected, sink = _run(broker, pki, tmp_path, *presets, name=name)
     job = JobProcess(path, tmp_path, env=env)
     try:
-        out = broker.consume_all(sink, timeout=240, expected_count=len(expected), decode=True)  # Spark starts slowly on a loaded machine
+        out = broker.consume_all(
+            sink, timeout=240, expected_count=len(expected), decode=True
+        )  # Spark starts slowly on a loaded machine
         assert sorted(out) == expected, job.log()[-3000:]
         job.signal(signal.SIGTERM)
         assert job.wait(60) == ExitCode.OK, job.log()[-3000:]

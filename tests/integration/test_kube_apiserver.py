@@ -103,9 +103,7 @@ def test_crd_registration_and_custom_objects(api):
 
     body = {"apiVersion": f"{GROUP}/v1alpha1", "kind": kind, "metadata": {"name": "w1"}, "spec": {"size": 3}}
     # Discovery of a fresh CRD can lag its Established condition by a moment.
-    created = wait_for(
-        lambda: _try_create(custom, plural, body), message="the custom resource to be served"
-    )
+    created = wait_for(lambda: _try_create(custom, plural, body), message="the custom resource to be served")
     assert created["metadata"]["uid"]
     got = custom.get_namespaced_custom_object(GROUP, "v1alpha1", "default", plural, "w1")
     assert got["spec"] == {"size": 3}
@@ -189,9 +187,7 @@ def test_rbac_is_enforced_for_service_account_tokens(kube_apiserver: KubeApiServ
     assert "Forbidden" in denied.stderr
 
     kube_apiserver.kubectl("-n", ns, "create", "role", "read-cm", "--verb=get,list", "--resource=configmaps")
-    kube_apiserver.kubectl(
-        "-n", ns, "create", "rolebinding", "read-cm", "--role=read-cm", f"--serviceaccount={ns}:reader"
-    )
+    kube_apiserver.kubectl("-n", ns, "create", "rolebinding", "read-cm", "--role=read-cm", f"--serviceaccount={ns}:reader")
     # The RBAC authorizer reads bindings through an informer: allow it to catch up.
     wait_for(
         lambda: kube_apiserver.kubectl("get", "configmaps", *as_reader, check=False).returncode == 0,

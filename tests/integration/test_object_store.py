@@ -67,7 +67,11 @@ def test_a_query_checkpoints_to_s3_resumes_from_it_and_is_inspected(kafka_broker
     producer.start()
     first = JobProcess(spec_path, tmp_path, env=env)
     try:
-        wait_for(lambda: sum(committed().values()) >= 100, 300, lambda: f"100 input records committed to {location}:\n{first.log()[-3000:]}")
+        wait_for(
+            lambda: sum(committed().values()) >= 100,
+            300,
+            lambda: f"100 input records committed to {location}:\n{first.log()[-3000:]}",
+        )
         command_lines = _jvm_command_lines(first)
         first.signal(signal.SIGTERM)
         assert first.wait(90) == ExitCode.OK, first.log()[-3000:]

@@ -19,9 +19,9 @@ import time
 import pytest
 
 from app.contract import GROUP, PLURAL, VERSION
-from tests.support.proxy import InterposingProxy
 from testbed.specs import RATE_TO_CONSOLE, query_spec
 from testbed.wait import wait_for
+from tests.support.proxy import InterposingProxy
 
 pytestmark = pytest.mark.integration
 
@@ -75,11 +75,13 @@ def test_status_write_conflicts_converge(proxy, cluster, start_operator, streamq
           f"driver ran; events on the query {dict(events)}", flush=True)  # fmt: skip
 
     assert changes == CONFLICTS, f"only {changes} status writes came through the proxy while Running was due"
-    assert answered_409 == CONFLICTS, f"{answered_409} of {CONFLICTS} status writes after a change conflicted: is the write still guarded?"
+    assert answered_409 == CONFLICTS, (
+        f"{answered_409} of {CONFLICTS} status writes after a change conflicted: is the write still guarded?"
+    )
     assert conflicts == CONFLICTS, f"the operator took {conflicts} of {CONFLICTS} 409s for a conflict:\n{operator.log_tail()}"
     assert events["DriverRunning"] == 1, f"a conflicted decision's events went out too: {dict(events)}"
     assert not operator.exited, operator.log_tail()
-    assert "Traceback" not in log, log[log.index("Traceback"):][:3000]
+    assert "Traceback" not in log, log[log.index("Traceback") :][:3000]
     # The right status: the one driver, running, counted once, nothing failed.
     assert status["driver"] == "q-driver-1" and status["attempt"] == 1 and status.get("restarts", 0) == 0, status
     assert status.get("observedGeneration") == 1

@@ -137,7 +137,8 @@ def test_valid_specs_are_accepted_and_stored_as_given(cluster, case, spec):
     validate_spec(spec)  # the model accepts it
     name = f"ok-{VALID.index((case, spec))}"
     cluster.custom.create_namespaced_custom_object(
-        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", resource(spec, name, cluster.namespace))
+        "streamq.io", "v1alpha1", cluster.namespace, "streamingqueries", resource(spec, name, cluster.namespace)
+    )
     assert cluster.get(name)["spec"] == spec  # nothing pruned, nothing defaulted
 
 

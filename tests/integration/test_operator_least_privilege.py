@@ -21,7 +21,9 @@ STANDBY = {"runtime.standby": True, "checkpoint.volume": {"persistentVolumeClaim
 
 
 def _can_i(kube, namespace: str, account: str, verb: str, what: str) -> bool:
-    proc = kube.kubectl("-n", namespace, "auth", "can-i", verb, what, f"--as=system:serviceaccount:{namespace}:{account}", check=False)
+    proc = kube.kubectl(
+        "-n", namespace, "auth", "can-i", verb, what, f"--as=system:serviceaccount:{namespace}:{account}", check=False
+    )
     assert proc.stdout.strip() in ("yes", "no"), (proc.stdout, proc.stderr)
     return proc.stdout.strip() == "yes"
 
@@ -52,7 +54,9 @@ def test_a_standby_driver_runs_as_an_account_that_reaches_its_own_lease_only(clu
     # the operator itself holds no bind or escalate: it can grant only what it holds
     operator_sa = "system:serviceaccount:streamq-system:streamq-operator"
     for verb in ("bind", "escalate"):
-        proc = kube_apiserver.kubectl("-n", ns, "auth", "can-i", verb, "roles.rbac.authorization.k8s.io", f"--as={operator_sa}", check=False)
+        proc = kube_apiserver.kubectl(
+            "-n", ns, "auth", "can-i", verb, "roles.rbac.authorization.k8s.io", f"--as={operator_sa}", check=False
+        )
         assert proc.stdout.strip() == "no"
     # standby turned off: the next driver is alone, so the disruption budget that would block every drain goes
     pdb = _get(kube_apiserver, ns, "poddisruptionbudget", "q-drivers")

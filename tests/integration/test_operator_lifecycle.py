@@ -23,7 +23,12 @@ def test_apply_creates_the_driver_pod_and_its_query(cluster, operator):
     assert pod.spec.restart_policy == "Never"
     owner = pod.metadata.owner_references[0]
     assert (owner.kind, owner.name, owner.uid, owner.controller, owner.block_owner_deletion) == (
-        "StreamingQuery", "q", sq["metadata"]["uid"], True, True)
+        "StreamingQuery",
+        "q",
+        sq["metadata"]["uid"],
+        True,
+        True,
+    )
     status = cluster.wait_phase("q", "Starting")
     assert status["driver"] == "q-driver-1" and status["attempt"] == 1 and status["mode"] == "continuous"
     doc = cluster.query_document("q")
@@ -40,7 +45,13 @@ def test_ready_condition_works_with_kubectl_wait(cluster, operator, kube_apiserv
     status = cluster.status("q")
     assert status["phase"] == "Running" and status["observedGeneration"] == 1
     conditions = {c["type"]: c["status"] for c in status["conditions"]}
-    assert conditions == {"Ready": "True", "Progressing": "False", "Reconciling": "False", "Stalled": "False", "Degraded": "False"}
+    assert conditions == {
+        "Ready": "True",
+        "Progressing": "False",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "Degraded": "False",
+    }
     cluster.wait_event("q", "DriverRunning")
 
 
@@ -57,7 +68,19 @@ def test_printer_columns(cluster, operator, kube_apiserver):
     assert out[0].split() == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "AGE"]
     assert out[1].split()[:7] == ["q", "Running", "DriverRunning", "continuous", "0", "42", "17"]
     wide = kube_apiserver.kubectl("-n", cluster.namespace, "get", "sq", "-o", "wide").stdout.splitlines()
-    assert wide[0].split()[:11] == ["NAME", "PHASE", "REASON", "MODE", "RESTARTS", "EPOCH", "LAG", "HEALTH", "LAST-COMMIT", "SLOTS", "DRIVER"]
+    assert wide[0].split()[:11] == [
+        "NAME",
+        "PHASE",
+        "REASON",
+        "MODE",
+        "RESTARTS",
+        "EPOCH",
+        "LAG",
+        "HEALTH",
+        "LAST-COMMIT",
+        "SLOTS",
+        "DRIVER",
+    ]
     assert "q-driver-1" in wide[1] and "Healthy" in wide[1]
     assert "q" in kube_apiserver.kubectl("-n", cluster.namespace, "get", "streamq").stdout  # the category
     # and only that one: `kubectl delete all --all` must not delete queries (issue 38)
@@ -99,7 +122,9 @@ def test_exit_65_is_invalid_and_not_restarted(cluster, operator):
     event = cluster.wait_event("q", "QueryRefused")
     assert event.type == "Warning"
     # the operator looks again (a resync, events) but never makes a second driver
-    cluster.patch_spec("q", {"restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3}})  # same spec: no new generation
+    cluster.patch_spec(
+        "q", {"restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3}}
+    )  # same spec: no new generation
     assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-1"]
     assert cluster.status("q")["phase"] == "Invalid"
 
@@ -181,7 +206,12 @@ def test_delete_leaves_owned_children_and_no_stuck_finalizer(cluster, operator, 
     assert sq["metadata"]["finalizers"] == ["streamq.io/finalizer"]
     for child in (pod, cluster.config_map("q")):
         (ref,) = child.metadata.owner_references
-        assert (ref.kind, ref.uid, ref.controller, ref.block_owner_deletion) == ("StreamingQuery", sq["metadata"]["uid"], True, True)
+        assert (ref.kind, ref.uid, ref.controller, ref.block_owner_deletion) == (
+            "StreamingQuery",
+            sq["metadata"]["uid"],
+            True,
+            True,
+        )
     started = time.monotonic()
     kube_apiserver.kubectl("-n", cluster.namespace, "delete", "sq", "q", "--timeout=60s")
     wait_for(lambda: cluster.get("q") is None, 30, "the StreamingQuery to be gone")

@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 from app.contract import GROUP, PLURAL, VERSION
+from app.contract.lease import lease_name
 from controller import names
 from controller.decide import spark_ui
-from app.contract.lease import lease_name
 from testbed.specs import query_spec
 from testbed.wait import wait_for
 
@@ -124,7 +124,8 @@ def test_objects_holding_a_query_child_names_are_never_adopted_changed_or_delete
     # The UI turned off, with a status that says the query has one (as an older operator that adopted
     # the Service would have written): the operator deletes only its own UI Service, so none.
     cluster.custom.patch_namespaced_custom_object_status(
-        GROUP, VERSION, cluster.namespace, PLURAL, Q, {"status": {"sparkUI": spark_ui.url(Q, cluster.namespace)}})
+        GROUP, VERSION, cluster.namespace, PLURAL, Q, {"status": {"sparkUI": spark_ui.url(Q, cluster.namespace)}}
+    )
     cluster.patch_spec(Q, {"runtime": {"sparkUI": False}})
     cluster.wait_status(Q, lambda s: s.get("observedGeneration") == 2 and not s.get("sparkUI"), 30,
                         "generation 2 seen, no UI")  # fmt: skip

@@ -11,20 +11,19 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from datetime import datetime
 import urllib.request
+from datetime import datetime
 
 import pytest
 
 from app.contract import RESUME_ANNOTATION, ExitCode
 from controller import names
 from testbed.jobs import JobProcess
-from testbed.specs import flagged, payments, query_spec
-from tests.support.kubelet_logs import KubeletLogs
 from testbed.kube import free_port
 from testbed.operator import unique
-from testbed.specs import RATE_TO_CONSOLE, query_spec
+from testbed.specs import RATE_TO_CONSOLE, flagged, payments, query_spec
 from testbed.wait import wait_for
+from tests.support.kubelet_logs import KubeletLogs
 
 pytestmark = pytest.mark.integration
 
@@ -101,9 +100,11 @@ def test_a_real_stall_becomes_degraded_stalled_in_status_with_an_event_and_a_res
     started = next(r for r in job.records())["timestamp"]
     stalled = next(r for r in job.records() if r["health"]["state"] == "Stalled")
     reported = datetime.fromisoformat(stalled["timestamp"].replace("Z", "+00:00")).timestamp()
-    print(f"query started {started}; job reported Stalled at {stalled['timestamp']} after {stalled['health']['waitingSeconds']}s "
-          f"(window {stalled['health']['stallAfterSeconds']}s); in status {seen_wall - reported:.1f}s later; "
-          f"the job exited {exited_at - seen_at:.1f}s after status showed it")
+    print(
+        f"query started {started}; job reported Stalled at {stalled['timestamp']} after {stalled['health']['waitingSeconds']}s "
+        f"(window {stalled['health']['stallAfterSeconds']}s); in status {seen_wall - reported:.1f}s later; "
+        f"the job exited {exited_at - seen_at:.1f}s after status showed it"
+    )
     assert code == ExitCode.STALLED
     cluster.pod_dies(pod, code, job.termination_message())  # what the kubelet reports for the exited container
     status = cluster.wait_status("q", lambda s: s.get("restarts") == 1, what="a restart after the stall")
@@ -186,8 +187,12 @@ def test_a_lost_checkpoint_resumes_from_the_offsets_in_status_and_says_so(
         second.wait(90)
     finally:
         second.stop()
-    print(f"first driver exited {code} with {in_status} in status; {len(during)} records while the checkpoint was gone; "
-          f"event: {event.message}; {len(set(out))} of {len(flagged(before + during))} flagged written")
-    assert event.type == "Warning" and f"the checkpoint at {ck} was missing" in event.message and "nothing skipped" in event.message
+    print(
+        f"first driver exited {code} with {in_status} in status; {len(during)} records while the checkpoint was gone; "
+        f"event: {event.message}; {len(set(out))} of {len(flagged(before + during))} flagged written"
+    )
+    assert (
+        event.type == "Warning" and f"the checkpoint at {ck} was missing" in event.message and "nothing skipped" in event.message
+    )
     assert status["progress"]["recovered"]["reason"] == "missing"
     assert set(flagged(before + during)) <= set(out), "records produced while the checkpoint was gone were skipped"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import signal
 import time
-from contextlib import contextmanager
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -17,9 +17,9 @@ from app.contract import ExitCode
 from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.kube import write_kubeconfig
-from tests.support.proxy import CuttableProxy
 from testbed.specs import flagged, query_spec, write_resource
 from testbed.wait import wait_for
+from tests.support.proxy import CuttableProxy
 from tests.support.writers import written, written_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -50,12 +50,14 @@ def standing_by(job: JobProcess) -> bool:
 
 
 def holds(job: JobProcess) -> bool:
-    return f"holding lease" in job.log()
+    return "holding lease" in job.log()
 
 
 def _setup(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic()
-    spec = query_spec(bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS)
+    spec = query_spec(
+        bootstrap=kafka_broker.bootstrap, topic=source, sink_topic=sink, location=tmp_path / "ck", trigger=CONTINUOUS
+    )
     spec_path = write_resource(tmp_path / "q.yaml", "standby", spec)
     producer = SteadyProducer(kafka_broker, source, per_batch=5, period_s=0.1)
     return source, sink, spec_path, producer
@@ -100,8 +102,15 @@ def _check_output(kafka_broker, sink, producer, what: str) -> None:
 
 
 @pytest.mark.slow  # CI time (~90 s): tests/e2e/test_standby.py kills an active driver under a standby on the cluster
-def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
-    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
+def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(
+    kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path
+):
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (
+        sink,
+        producer,
+        active,
+        standby,
+    ):
         # app/driver/warmup.py: it ran its plan into the noop sink before waiting, with its own checkpoint
         assert "standby: query warmed up in" in standby.log(), standby.log()[-3000:]
         time.sleep(DURATION_S + 2)  # longer than the lease lasts: the active driver's renewals keep it
@@ -117,7 +126,9 @@ def test_the_standby_takes_over_from_a_killed_driver_losing_nothing(kafka_broker
 
 
 @pytest.mark.slow  # CI time: tests/integration/test_driver_lease.py cuts a holder off in 13 s; this is the whole job's version
-def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(
+    kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path
+):
     source, sink, spec_path, producer = _setup(kafka_broker, kafka_topic, tmp_path)
     server = urlparse(kube_apiserver.server)
     proxy = CuttableProxy(server.hostname, server.port)
@@ -157,7 +168,12 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
     """The operator stops the old driver of a warm upgrade with SIGTERM (controller.decide.upgrade): it
     stops its query and releases the Lease as soon as no task runs, before Spark itself stops, so the
     warm driver waiting beside it takes over in seconds, not after the Lease's expiry."""
-    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (
+        sink,
+        producer,
+        active,
+        standby,
+    ):
         last = commits(active)[-1]
         active.signal(signal.SIGTERM)
         stopped = time.monotonic()
@@ -167,18 +183,27 @@ def test_a_stopped_driver_hands_the_lease_over_at_once_as_a_warm_upgrade_needs(k
         assert active.wait(60) == 0, active.log()[-3000:]
         log = active.log()
         producer.stop()
-        _check_output(kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later")
+        _check_output(
+            kafka_broker, sink, producer, f"SIGTERM to the active driver, the standby held the lease {took_lease:.1f}s later"
+        )
         assert took_lease < DURATION_S - 1, took_lease  # released, not expired
         assert "released lease" in log and log.index("released lease") < log.index("query stopped"), log[-3000:]
 
 
 @pytest.mark.slow  # minutes on a 2-core machine: `hack/test.sh -m slow` (CI time, tests/e2e/README.md)
-def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path):
+def test_a_frozen_driver_that_wakes_up_after_the_takeover_writes_nothing(
+    kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path
+):
     """A paused node, in one process group: SIGSTOP freezes the active driver (Python and its JVM)
     mid-stream; the standby takes over once the Lease has expired; SIGCONT wakes every thread of
     the old driver at once, its writing tasks among them. The write fence (app/driver/write_fence.py)
     refuses their records: none of the old driver's records was handed to its producer after the freeze."""
-    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (sink, producer, active, standby):
+    with _active_and_standby(kafka_broker, kafka_topic, kube_apiserver, lease_namespace, tmp_path) as (
+        sink,
+        producer,
+        active,
+        standby,
+    ):
         before = written(kafka_broker.bootstrap, sink)
         assert before and {r.writer for r in before} == {"standby-driver-1"}, {r.writer for r in before}
         active.freeze()

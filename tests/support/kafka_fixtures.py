@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Callable, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 

@@ -34,7 +34,7 @@ class KubeletLogs:
         logs = self.logs
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 - http.server's name
+            def do_GET(self):
                 url = urlparse(self.path)
                 parts = url.path.strip("/").split("/")
                 path = logs.get(tuple(parts[1:4])) if len(parts) == 4 and parts[0] == "containerLogs" else None
@@ -44,7 +44,7 @@ class KubeletLogs:
                 text = path.read_text(errors="replace") if path.exists() else ""
                 tail = parse_qs(url.query).get("tailLines")
                 lines = text.splitlines(keepends=True)
-                body = "".join(lines[-int(tail[0]):] if tail else lines).encode()
+                body = "".join(lines[-int(tail[0]) :] if tail else lines).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain")
                 self.send_header("Content-Length", str(len(body)))

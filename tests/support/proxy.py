@@ -16,9 +16,9 @@ import json
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
 from testbed.kube import Pki

@@ -59,7 +59,7 @@ def promql_metric_names(expr: str) -> set[str]:
     text = re.sub(r"\boffset\s+-?\w+", " ", text)
     names = set()
     for match in re.finditer(r"(?<![\w$.:])[A-Za-z_:][\w:]*", text):
-        if text[match.end():].lstrip().startswith("(") or match.group().lower() in _PROMQL_WORDS:
+        if text[match.end() :].lstrip().startswith("(") or match.group().lower() in _PROMQL_WORDS:
             continue
         names.add(match.group())
     return names
@@ -118,8 +118,10 @@ def github_anchors(markdown: str) -> set[str]:
     [
         ('up{job="a"} == 0 or absent(up{job="a"})', {"up"}),
         ("sum by (verb) (rate(streamq_reconciles_total[$__rate_interval]))", {"streamq_reconciles_total"}),
-        ("time() - streamq_query_last_commit_timestamp_seconds > 15 * 60 and streamq_query_lag_records > 0",
-         {"streamq_query_last_commit_timestamp_seconds", "streamq_query_lag_records"}),
+        (
+            "time() - streamq_query_last_commit_timestamp_seconds > 15 * 60 and streamq_query_lag_records > 0",
+            {"streamq_query_last_commit_timestamp_seconds", "streamq_query_lag_records"},
+        ),
         ("sum without () (a_total unless on(x, y) a_total offset 15m) >= 3", {"a_total"}),
         ('deriv(lag{query=~"$query",x="a b"}[10m]) > 1e3', {"lag"}),
     ],

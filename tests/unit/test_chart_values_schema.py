@@ -6,8 +6,9 @@ tests/integration/test_chart.py's (helm lint --strict)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml

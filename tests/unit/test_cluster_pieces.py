@@ -36,8 +36,12 @@ def test_auto_provider_is_kind_only_when_docker_answers(monkeypatch):
 def test_docker_archive_is_reproducible_and_loadable(tmp_path):
     binary = tmp_path / "pause"
     binary.write_bytes(b"\x7fELF not really")
-    first = docker_archive(tmp_path / "a.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535")
-    second = docker_archive(tmp_path / "b.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535")
+    first = docker_archive(
+        tmp_path / "a.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535"
+    )
+    second = docker_archive(
+        tmp_path / "b.tar", "streamq-e2e/pause:1.0", [("/pause", binary, 0o755)], ["/pause"], user="65535:65535"
+    )
     assert first == second
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
     with tarfile.open(tmp_path / "a.tar") as tar:
@@ -70,7 +74,7 @@ def test_archive_names_as_containerd_records_them(tmp_path, tag, ref):
 def test_teardown_removes_only_cluster_rules():
     dump = [
         ":KUBE-SERVICES - [0:0]",
-        "-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES",
+        '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
         "-A FORWARD -j STREAMQ-E2E",
         "-A POSTROUTING -s 10.244.0.2/32 -j CNI-abc123",
         "-A INPUT -p tcp --dport 22 -j ACCEPT",

@@ -35,9 +35,7 @@ def test_the_layers_are_all_declared():
 def test_the_import_contracts_are_kept():
     """The picture of docs/architecture.md: the job's layers, the operator on the contract, the harness apart."""
     assert LINT_IMPORTS.is_file(), f"{LINT_IMPORTS} is missing: pip install -e '.[dev]'"
-    done = subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in done.stdout, done.stdout[-2000:]
 

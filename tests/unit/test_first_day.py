@@ -52,7 +52,7 @@ def test_the_readme_tells_the_dev_loop_its_mode_as_make_or_as_the_flag():
 def test_releasing_finalizers_by_hand_keeps_each_querys_namespace():
     ops = (ROOT / "docs" / "operations.md").read_text()
     assert not re.search(r"-o name \| xargs[^\n]*kubectl patch", ops), "`-o name` drops the namespace"
-    assert '{.metadata.namespace} {.metadata.name}' in ops and 'kubectl -n "$ns" patch sq "$name"' in ops
+    assert "{.metadata.namespace} {.metadata.name}" in ops and 'kubectl -n "$ns" patch sq "$name"' in ops
 
 
 def test_latency_figures_in_the_readmes_prose_name_their_results_file():
@@ -141,9 +141,16 @@ def test_the_quick_start_gives_the_sample_what_it_names():
     assert service["metadata"]["name"] == host and service["spec"]["ports"][0]["port"] == int(port)
     assert sample["sink"]["kafka"]["bootstrapServers"] == f"{host}:{port}"
     assert sample["checkpoint"]["volume"]["persistentVolumeClaim"]["claimName"] == "streamq-checkpoints"
-    assert 'CLAIM=streamq-checkpoints' in (ROOT / "hack" / "quickstart.sh").read_text()
+    assert "CLAIM=streamq-checkpoints" in (ROOT / "hack" / "quickstart.sh").read_text()
     payments = (QUICKSTART / "payments.py").read_text()
-    topics = dict(re.findall(r'"?(\w[\w-]*)"?: (\d+)', re.search(r"PARTITIONS = \{(.*?)\}", payments)[1].replace("SOURCE", '"payments"').replace("SINK", '"payments-flagged"')))
+    topics = dict(
+        re.findall(
+            r'"?(\w[\w-]*)"?: (\d+)',
+            re.search(r"PARTITIONS = \{(.*?)\}", payments)[1]
+            .replace("SOURCE", '"payments"')
+            .replace("SINK", '"payments-flagged"'),
+        )
+    )
     assert topics == {"payments": "2", "payments-flagged": "1"}
     # continuous mode holds a slot per source partition for the query's life: more slots than partitions
     assert sample["runtime"]["parallelism"] > int(topics["payments"])

@@ -32,7 +32,10 @@ def test_the_doc_shows_every_example_file_as_it_is():
 def test_argocd_cm_carries_the_repositorys_health_scripts():
     data = docs(GITOPS / "argocd" / "argocd-cm.yaml")[0]["data"]
     assert data["resource.customizations.health.streamq.io_StreamingQuery"] == (ROOT / "docs" / "argocd-health.lua").read_text()
-    assert data["resource.customizations.health.argoproj.io_Application"] == (GITOPS / "argocd" / "application-health.lua").read_text()
+    assert (
+        data["resource.customizations.health.argoproj.io_Application"]
+        == (GITOPS / "argocd" / "application-health.lua").read_text()
+    )
 
 
 @pytest.mark.parametrize(("status", "expected"), [

@@ -28,7 +28,8 @@ def test_kind_config_mounts_the_jars_and_maps_kafka_to_loopback():
     assert node["extraMounts"][0] == {"hostPath": "/cache/kafka/4.3.1", "containerPath": NODE_KAFKA_HOME, "readOnly": True}
     patches = node["extraMounts"][1]
     assert Path(patches["hostPath"]).is_dir() and sorted(p.name for p in Path(patches["hostPath"]).iterdir()) == [
-        f"{c}+json.json" for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+        f"{c}+json.json" for c in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ]
     (init,) = [json.loads(p) for p in config["kubeadmConfigPatches"]]
     assert init == {"kind": "InitConfiguration", "patches": {"directory": patches["containerPath"]}}
     assert node["extraPortMappings"] == [

@@ -51,8 +51,15 @@ def layer_tar(files: list[tuple[str, Path, int]]) -> bytes:
     return buf.getvalue()
 
 
-def docker_archive(out: Path, ref: str, files: list[tuple[str, Path, int]], entrypoint: list[str],
-                   cmd: list[str] | None = None, user: str | None = None, exposed: list[str] = ()) -> str:
+def docker_archive(
+    out: Path,
+    ref: str,
+    files: list[tuple[str, Path, int]],
+    entrypoint: list[str],
+    cmd: list[str] | None = None,
+    user: str | None = None,
+    exposed: list[str] = (),
+) -> str:
     """Writes the archive; returns the image id (sha256 of its config)."""
     layer = layer_tar(files)
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -49,7 +49,9 @@ def cluster():
     c.up()
     try:
         c.kafka_bootstrap = setup(c)
-        FIGURES.append(("session", f"kind with {WORKERS} workers: cluster, Kafka and operator ready in {time.monotonic() - t0:.0f}s"))
+        FIGURES.append(
+            ("session", f"kind with {WORKERS} workers: cluster, Kafka and operator ready in {time.monotonic() - t0:.0f}s")
+        )
         yield c
     finally:
         if not _keep():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.driver.bluegreen import as_green, blue_committed
 from app.contract.checkpoint import CheckpointState
+from app.driver.bluegreen import as_green, blue_committed
 from app.driver.starting_offsets import plan_start
 from tests.unit.app.test_checkpoint import _write_checkpoint
 

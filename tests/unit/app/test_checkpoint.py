@@ -95,7 +95,7 @@ def test_an_empty_commit_marker_is_not_a_commit(tmp_path):
 def test_in_flight_offsets_being_written_are_tolerated(tmp_path):
     _write_checkpoint(tmp_path, committed=3, planned=3, offsets_by_batch=lambda b: [{"t": {"0": b}}])
     (tmp_path / "offsets" / "4").write_text("v1\n")  # cut short, or being written
-    (tmp_path / "offsets" / ".4.tmp").write_text("v1\n{}\n{\"t\"")  # the writer's temp file
+    (tmp_path / "offsets" / ".4.tmp").write_text('v1\n{}\n{"t"')  # the writer's temp file
     state = read_checkpoint(tmp_path)
     assert state.last_committed == 3 and state.in_flight == 4 and state.in_flight_offsets == []
     assert state.resumable  # Spark plans batch 4 again
@@ -113,8 +113,10 @@ def test_stateful_operators_are_named_from_their_metadata(tmp_path):
     _write_checkpoint(tmp_path, committed=0, planned=0, offsets_by_batch=lambda b: [5])
     meta = tmp_path / "state" / "0" / "_metadata"
     meta.mkdir(parents=True)
-    (meta / "metadata").write_text('v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},'
-                                   '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}')
+    (meta / "metadata").write_text(
+        'v1\n{"operatorInfo":{"operatorId":0,"operatorName":"stateStoreSave"},'
+        '"stateStoreInfo":[{"storeName":"default","numColsPrefixKey":0,"numPartitions":4}]}'
+    )
     (tmp_path / "state" / "1" / "0").mkdir(parents=True)  # an operator from before metadata was written
     ops = read_checkpoint(tmp_path).stateful_operators
     assert [(o.id, o.name, o.partitions) for o in ops] == [(0, "stateStoreSave", 4), (1, None, None)]

@@ -54,7 +54,10 @@ def test_a_checkpoint_on_s3_reads_like_a_local_one(memory_s3):
     memory_s3.put("ck/q/offsets/0", b'v1\n{}\n{"t":{"0":3,"1":4}}')
     memory_s3.put("ck/q/offsets/1", b'v1\n{}\n{"t":{"0":5,"1":6}}')
     memory_s3.put("ck/q/commits/0", b'v1\n{"nextBatchWatermarkMs":0}')
-    memory_s3.put("ck/q/state/0/_metadata/metadata", b'v1\n{"operatorInfo":{"operatorName":"dedupe"},"stateStoreInfo":[{"numPartitions":2}]}')
+    memory_s3.put(
+        "ck/q/state/0/_metadata/metadata",
+        b'v1\n{"operatorInfo":{"operatorName":"dedupe"},"stateStoreInfo":[{"numPartitions":2}]}',
+    )
     state = read_checkpoint("s3a://bucket/ck/q")
     assert state.exists and state.query_id == "s-1" and state.last_committed == 0 and state.in_flight == 1
     assert state.kafka_offsets() == {"t": {0: 3, 1: 4}} and state.committed_at is not None  # LastModified

@@ -52,18 +52,26 @@ def test_what_the_checkpoint_holds_against_the_spec(h, path, value, field):
 
 def test_state_is_fine_when_a_transform_may_keep_it_but_not_in_continuous_mode():
     stateful = holds("kafka", topics=["payments"], ops=["stateStoreSave"])
-    assert checkpoint_differences(stateful, spec("transforms", [{"sql": "SELECT key, count(*) AS n FROM input GROUP BY key"}])) == []
+    assert (
+        checkpoint_differences(stateful, spec("transforms", [{"sql": "SELECT key, count(*) AS n FROM input GROUP BY key"}])) == []
+    )
     continuous = validate_spec(query_spec(mode="continuous"))
     assert checkpoint_differences(stateful, continuous)[0].startswith("spec.trigger: the checkpoint holds the state")
 
 
 def test_a_pattern_that_still_matches_fits():
-    assert checkpoint_differences(holds("kafka", topics=["pay-1"]), spec("source.kafka", {"bootstrapServers": "k:9092", "pattern": "pay-.*"})) == []
+    assert (
+        checkpoint_differences(
+            holds("kafka", topics=["pay-1"]), spec("source.kafka", {"bootstrapServers": "k:9092", "pattern": "pay-.*"})
+        )
+        == []
+    )
 
 
 def test_spec_differences_name_the_field():
     assert spec_differences(spec(), spec("source.kafka.topics", ["orders"])) == [
-        "spec.source.kafka.topics changed from ['payments'] to ['orders']"]
+        "spec.source.kafka.topics changed from ['payments'] to ['orders']"
+    ]
     assert spec_differences(spec(), spec("source.kafka.startingOffsets", "latest")) == []
     assert spec_differences(spec(), spec("transforms", [])) == []
 

@@ -74,7 +74,9 @@ def test_each_field_naming_a_bad_secret_is_named():
 
 def test_the_operator_reads_each_named_secret_once_and_none_of_an_unreadable_spec():
     assert secret_names(spec_with(**KAFKA_AUTH, **S3, **{"trigger": {"microBatch": {"interval": "1s"}}})) == (
-        "streamq-creds", "streamq-s3")
+        "streamq-creds",
+        "streamq-s3",
+    )
     assert secret_names(spec_with()) == ()
     assert secret_names({"not": "a spec"}) == () and secret_names(None) == ()
 

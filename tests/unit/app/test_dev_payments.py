@@ -5,9 +5,9 @@ import random
 
 import pytest
 
+from app.contract.load import validate_spec
 from devtools.loop import local_spec
 from devtools.payments import FLAG_ABOVE, flagged_line, latency_line, latency_ms, payment, percentile
-from app.contract.load import validate_spec
 
 pytestmark = pytest.mark.unit
 
@@ -36,6 +36,7 @@ def test_percentiles_are_nearest_rank():
 @pytest.mark.parametrize("mode", ["continuous", "realTime", "microBatch"])
 def test_the_example_becomes_a_valid_spec_on_the_local_broker_in_each_mode(mode):
     import yaml
+
     from devtools.loop import EXAMPLE
 
     doc = local_spec(yaml.safe_load(EXAMPLE.read_text()), "127.0.0.1:39092", mode, "/tmp/ck")

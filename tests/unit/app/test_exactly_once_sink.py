@@ -38,7 +38,12 @@ def test_names_come_from_the_namespace_and_the_query(monkeypatch):
     spec = validate_spec(SPEC)
     made = sink.ExactlyOnceSink(spec, "fraud", "team-a")
     assert (made.control, made.prefix, made.group, made.writers, made.timeout_ms) == (
-        "streamq.team-a.fraud.eos-markers", "streamq.team-a.fraud.", "streamq.team-a.fraud.eos-reader", 3, 30_000)
+        "streamq.team-a.fraud.eos-markers",
+        "streamq.team-a.fraud.",
+        "streamq.team-a.fraud.eos-reader",
+        3,
+        30_000,
+    )
     monkeypatch.setenv("POD_NAMESPACE", "from-the-pod")
     assert sink.ExactlyOnceSink(spec, "fraud", None).prefix == "streamq.from-the-pod.fraud."
     monkeypatch.delenv("POD_NAMESPACE")
@@ -62,6 +67,7 @@ class _Writer:
         def call(*args, **kwargs):
             self.calls.append((name, args))
             return self
+
         return call
 
 

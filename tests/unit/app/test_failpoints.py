@@ -37,5 +37,8 @@ def test_read_when_asked_not_at_import(monkeypatch):
 
 def test_an_unknown_name_is_refused_with_the_known_ones(monkeypatch):
     monkeypatch.setenv(failpoints.ENV, "exit-after-crate")
-    with pytest.raises(UnknownFailpoint, match=r"STREAMQ_FAILPOINT='exit-after-crate' is not a failpoint \(known: exit-after-create, skip-slot-check, fail-on-sigusr2, kill-before-commit\)"):
+    with pytest.raises(
+        UnknownFailpoint,
+        match=r"STREAMQ_FAILPOINT='exit-after-crate' is not a failpoint \(known: exit-after-create, skip-slot-check, fail-on-sigusr2, kill-before-commit\)",
+    ):
         failpoints.active(Failpoint.EXIT_AFTER_CREATE)

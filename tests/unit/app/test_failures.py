@@ -65,6 +65,8 @@ class _SparkError(Exception):
 
 def test_the_error_condition_decides_not_the_wording():
     assert classify(_SparkError("UNRESOLVED_COLUMN.WITH_SUGGESTION", "A column cannot be found.")) is ExitCode.QUERY_REFUSED
-    assert classify(_SparkError("STREAM_FAILED", "Query terminated with exception: [STREAMING_REAL_TIME_MODE.X] ...")) \
-        is ExitCode.QUERY_REFUSED  # the wrapper's message quotes the cause's condition
+    assert (
+        classify(_SparkError("STREAM_FAILED", "Query terminated with exception: [STREAMING_REAL_TIME_MODE.X] ..."))
+        is ExitCode.QUERY_REFUSED
+    )  # the wrapper's message quotes the cause's condition
     assert classify(_SparkError("TASK_WRITE_FAILED", "Task failed while writing rows.")) is ExitCode.QUERY_FAILED

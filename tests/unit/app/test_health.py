@@ -4,11 +4,16 @@ import pytest
 
 from app.contract import ExitCode
 from app.contract.checkpoint import offsets_json, parse_offsets_json
+from app.contract.load import validate_spec
 from app.monitoring.health import (
-    HealthState, StallClock, compute_lag, judge, partitions_changed, starting_positions,
+    HealthState,
+    StallClock,
+    compute_lag,
+    judge,
+    partitions_changed,
+    starting_positions,
 )  # fmt: skip
 from app.pipeline.kafka_checks import slot_shortage
-from app.contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
@@ -69,12 +74,15 @@ def test_judge():
 
 
 def _spec(mode="continuous", parallelism=None):
-    return validate_spec(with_change(query_spec(mode=mode), "runtime", {} if parallelism is None else {"parallelism": parallelism}))
+    return validate_spec(
+        with_change(query_spec(mode=mode), "runtime", {} if parallelism is None else {"parallelism": parallelism})
+    )
 
 
 def test_slot_shortage_only_in_long_running_modes():
     assert slot_shortage(_spec(), {"t": 3}, 3) == (
-        "continuous mode holds one task slot per source partition: 3 partitions need more than 3 slots, the query has 3")
+        "continuous mode holds one task slot per source partition: 3 partitions need more than 3 slots, the query has 3"
+    )
     assert slot_shortage(_spec(), {"t": 3}, 4) is None
     assert slot_shortage(_spec("microBatch"), {"t": 30}, 4) is None
     assert slot_shortage(_spec("realTime"), {"a": 2, "b": 2}, 4) is not None

@@ -6,7 +6,7 @@ bracketed with a port, with a trailing dot."""
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv6Address, IPv4Network, IPv6Network
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 
 import pytest
 from hypothesis import HealthCheck, given, settings

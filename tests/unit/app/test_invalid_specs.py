@@ -95,21 +95,30 @@ INVALID = {
         with_change(K, "transforms", [{"sql": "SELECT * FROM input a JOIN input b ON a.key = b.key"}]),
         "joins are not allowed",
     ),
-    "zero parallelism": (with_change(K, "runtime.parallelism", 0), "spec.runtime.parallelism: Input should be greater than or equal to 1"),
+    "zero parallelism": (
+        with_change(K, "runtime.parallelism", 0),
+        "spec.runtime.parallelism: Input should be greater than or equal to 1",
+    ),
     "secret name that is not a Kubernetes name": (
         with_change(K, "sink.kafka.auth", {"secretRef": {"name": "Kafka_Creds"}}),
         "expected a Kubernetes name",
     ),
-    "unknown trigger mode value type": (with_change(K, "trigger", "continuous"), "spec.trigger: Input should be a valid dictionary"),
+    "unknown trigger mode value type": (
+        with_change(K, "trigger", "continuous"),
+        "spec.trigger: Input should be a valid dictionary",
+    ),
     "standby on a checkpoint only one pod can reach": (
-        with_change(K, "runtime.standby", True), "spec.checkpoint: the standby driver must reach the same checkpoint",
+        with_change(K, "runtime.standby", True),
+        "spec.checkpoint: the standby driver must reach the same checkpoint",
     ),
     "standby on an emptyDir checkpoint": (
         with_change(with_change(K, "runtime.standby", True), "checkpoint.volume", {"emptyDir": {}}),
         "use an object store URI (s3a://, gs://, abfss://, hdfs://), a persistentVolumeClaim or a hostPath",
     ),
     "standby with the SparkApplication backend": (
-        with_change(with_change(K, "runtime", {"standby": True, "backend": "sparkApplication"}), "checkpoint.location", "s3a://b/ck"),
+        with_change(
+            with_change(K, "runtime", {"standby": True, "backend": "sparkApplication"}), "checkpoint.location", "s3a://b/ck"
+        ),
         "spec.runtime.standby: a standby driver needs backend pod",
     ),
 }
@@ -168,8 +177,12 @@ def test_not_yaml_is_refused(tmp_path):
 
 @pytest.mark.parametrize("name", ["fraud.filter", "Fraud", "a" * 41, "fraud_filter"])
 def test_a_resource_whose_name_would_make_ambiguous_children_is_refused_with_its_spec_problems(name):
-    resource = {"apiVersion": "streamq.io/v1alpha1", "kind": "StreamingQuery", "metadata": {"name": name},
-                "spec": {**query_spec(), "trigger": {"bogus": {}}}}
+    resource = {
+        "apiVersion": "streamq.io/v1alpha1",
+        "kind": "StreamingQuery",
+        "metadata": {"name": name},
+        "spec": {**query_spec(), "trigger": {"bogus": {}}},
+    }
     with pytest.raises(SpecError) as refused:
         load_document(resource)
     paths = [p.path for p in refused.value.problems]

@@ -60,7 +60,10 @@ def test_keys_default_to_cert_managers_names():
     spec = validate_spec(tls_spec({"caSecretRef": {"name": "ca"}, "clientCertificate": {"name": "user"}}))
     tls = spec.source.kafka.tls
     assert (tls.ca_secret_ref.key, tls.client_certificate.certificate_key, tls.client_certificate.key_key) == (
-        "ca.crt", "tls.crt", "tls.key")
+        "ca.crt",
+        "tls.crt",
+        "tls.key",
+    )
 
 
 @pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", None])  # None: the default, SASL_PLAINTEXT

@@ -12,8 +12,8 @@ import pytest
 from app.contract.load import validate_spec
 from app.contract.policy import OperatorFacts, Policy
 from app.contract.problems import SpecError
-from tests.hostile_specs import BASE
 from testbed.specs import changed
+from tests.hostile_specs import BASE
 
 pytestmark = pytest.mark.unit
 

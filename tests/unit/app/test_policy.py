@@ -22,8 +22,8 @@ from app.contract.load import load_document, validate_spec
 from app.contract.policy import OperatorFacts, Policy, check_policy, from_values, is_policy_problem
 from app.contract.problems import SpecError
 from controller import crd
-from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES, conf
 from testbed.specs import RATE_TO_CONSOLE, changed, query_spec, resource
+from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES, conf
 
 pytestmark = pytest.mark.unit
 
@@ -64,8 +64,20 @@ def test_hostile_spec_is_refused_by_the_spec_rules_with_or_without_a_policy(case
 
 def test_the_hostile_corpus_covers_every_class_of_the_second_pass():
     cases = [*REFUSED_BY_POLICY, *REFUSED_BY_RULES, *REFUSED_BY_LIMITS]
-    classes = {"sql function", "statement", "relation", "text", "path", "uri", "kafka", "caps", "secret", "secret key",
-               "conf", "endpoint"}
+    classes = {
+        "sql function",
+        "statement",
+        "relation",
+        "text",
+        "path",
+        "uri",
+        "kafka",
+        "caps",
+        "secret",
+        "secret key",
+        "conf",
+        "endpoint",
+    }
     second = [c for c in cases if c.split(":")[0] in classes]
     assert {c.split(":")[0] for c in second} == classes
     assert len(second) >= 40, len(second)
@@ -142,19 +154,33 @@ def test_the_message_names_the_rule_and_what_is_allowed():
 BENIGN = {
     "the fraud filter": BASE,
     "rate to console": query_spec(RATE_TO_CONSOLE),
-    "everything the default allows": changed(BASE, {
-        "runtime.image": "streamq:0.1.0",
-        "runtime.serviceAccountName": "streamq-driver",
-        "runtime.executors": {"instances": 10, "cores": 3, "memory": "5Gi"},  # 55Gi with Spark's overhead
-        "runtime.driver": {"cores": 1, "memory": "2Gi"},
-        "runtime.sparkConf": {"spark.sql.shuffle.partitions": "8", "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
-                              "spark.speculation": "false", "spark.network.timeout": "300s"},
-        "checkpoint": {"location": "/checkpoints/fraud", "volume": PVC},
-        "sink.kafka.auth": {"secretRef": {"name": "streamq-kafka-creds"}},
-    }),  # fmt: skip
+    "everything the default allows": changed(
+        BASE,
+        {
+            "runtime.image": "streamq:0.1.0",
+            "runtime.serviceAccountName": "streamq-driver",
+            "runtime.executors": {"instances": 10, "cores": 3, "memory": "5Gi"},  # 55Gi with Spark's overhead
+            "runtime.driver": {"cores": 1, "memory": "2Gi"},
+            "runtime.sparkConf": {
+                "spark.sql.shuffle.partitions": "8",
+                "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+                "spark.speculation": "false",
+                "spark.network.timeout": "300s",
+            },
+            "checkpoint": {"location": "/checkpoints/fraud", "volume": PVC},
+            "sink.kafka.auth": {"secretRef": {"name": "streamq-kafka-creds"}},
+        },
+    ),  # fmt: skip
     "a checkpoint in the driver's /tmp, no volume": changed(BASE, {"checkpoint.location": "/tmp/streamq/checkpoints/x"}),
-    "a remote checkpoint below the namespace's folder": changed(BASE, {"checkpoint": {
-        "location": "s3a://bucket/team-a/etc/streamq", "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}}}}),
+    "a remote checkpoint below the namespace's folder": changed(
+        BASE,
+        {
+            "checkpoint": {
+                "location": "s3a://bucket/team-a/etc/streamq",
+                "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}},
+            }
+        },
+    ),
     "an emptyDir checkpoint": changed(BASE, {"checkpoint": {"location": "/checkpoints/cp", "volume": {"emptyDir": {}}}}),
 }
 
@@ -180,10 +206,12 @@ ALLOWED_BY_POLICY = {
         changed(BASE, {"runtime.image": "registry.example/streamq/job:2"}),
     ),
     "any account of the namespace": (
-        Policy(allowed_service_accounts=["*"]), changed(BASE, {"runtime.serviceAccountName": "team-a-reader"}),
+        Policy(allowed_service_accounts=["*"]),
+        changed(BASE, {"runtime.serviceAccountName": "team-a-reader"}),
     ),
     "an account named by the operator's name in another namespace": (
-        Policy(allowed_service_accounts=["*"]), changed(BASE, {"runtime.serviceAccountName": "streamq-operator"}),
+        Policy(allowed_service_accounts=["*"]),
+        changed(BASE, {"runtime.serviceAccountName": "streamq-operator"}),
     ),
     "hostPath under a prefix": (
         Policy(allowed_volumes=["persistentVolumeClaim", "hostPath"], host_path_prefixes=["/mnt/streamq"]),
@@ -198,10 +226,12 @@ ALLOWED_BY_POLICY = {
         conf(spark__driver__extraJavaOptions="-XX:+UseG1GC"),
     ),
     "a refused pattern named as the list spells it": (
-        Policy(allowed_spark_conf=["spark.ui.*"]), conf(spark__ui__enabled="true", spark__ui__port="4040"),
+        Policy(allowed_spark_conf=["spark.ui.*"]),
+        conf(spark__ui__enabled="true", spark__ui__port="4040"),
     ),
     "Hadoop settings for s3a": (
-        Policy(allowed_spark_conf=["spark.hadoop.fs.s3a.*"]), conf(spark__hadoop__fs__s3a__endpoint="http://minio:9000"),
+        Policy(allowed_spark_conf=["spark.hadoop.fs.s3a.*"]),
+        conf(spark__hadoop__fs__s3a__endpoint="http://minio:9000"),
     ),
 }
 
@@ -215,29 +245,38 @@ def test_an_explicit_policy_allows_what_the_default_refuses(case):
 
 STILL_REFUSED = {
     "a wide prefix does not open a refused key": (
-        Policy(allowed_spark_conf=["spark.*"]), conf(spark__ui__port="4040"), "policy.refusedSparkConf",
+        Policy(allowed_spark_conf=["spark.*"]),
+        conf(spark__ui__port="4040"),
+        "policy.refusedSparkConf",
     ),
     "no policy opens the operator's wiring": (
-        Policy(allowed_spark_conf=["spark.*", "spark.master"]), conf(spark__master="local[*]"), "policy.operatorSparkConf",
+        Policy(allowed_spark_conf=["spark.*", "spark.master"]),
+        conf(spark__master="local[*]"),
+        "policy.operatorSparkConf",
     ),
     "no policy lets a secret into sparkConf": (
         Policy(allowed_spark_conf=["spark.*", "spark.hadoop.fs.s3a.secret.key"]),
-        conf(spark__hadoop__fs__s3a__secret__key="x"), "policy.secretSparkConf",
+        conf(spark__hadoop__fs__s3a__secret__key="x"),
+        "policy.secretSparkConf",
     ),
     "'*' never includes the operator's account": (
-        Policy(allowed_service_accounts=["*"]), changed(BASE, {"runtime.serviceAccountName": "streamq-operator"}),
+        Policy(allowed_service_accounts=["*"]),
+        changed(BASE, {"runtime.serviceAccountName": "streamq-operator"}),
         "policy.operatorServiceAccount",
     ),
     "hostPath outside its prefixes": (
         Policy(allowed_volumes=["hostPath"], host_path_prefixes=["/mnt/streamq"]),
-        changed(BASE, {"checkpoint.volume": {"hostPath": "/mnt/streamq/../../etc"}}), "policy.hostPathPrefixes",
+        changed(BASE, {"checkpoint.volume": {"hostPath": "/mnt/streamq/../../etc"}}),
+        "policy.hostPathPrefixes",
     ),
     "hostPath next to its prefix": (
         Policy(allowed_volumes=["hostPath"], host_path_prefixes=["/mnt/streamq"]),
-        changed(BASE, {"checkpoint.volume": {"hostPath": "/mnt/streamq-other"}}), "policy.hostPathPrefixes",
+        changed(BASE, {"checkpoint.volume": {"hostPath": "/mnt/streamq-other"}}),
+        "policy.hostPathPrefixes",
     ),
     "a Secret outside the allowed ones": (
-        Policy(allowed_secrets=["kafka-*"]), changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "db-admin"}}}),
+        Policy(allowed_secrets=["kafka-*"]),
+        changed(BASE, {"source.kafka.auth": {"secretRef": {"name": "db-admin"}}}),
         "policy.allowedSecrets",
     ),
 }
@@ -396,8 +435,12 @@ def test_cli_refuses_a_broken_policy(tmp_path):
 
 @pytest.mark.parametrize(("field", "knob"), [("sparkUI", "allowSparkUI"), ("standby", "allowStandby")])
 def test_the_spark_ui_and_standby_can_be_turned_off_by_the_platform(field, knob):
-    shared = {"checkpoint": {"location": "s3a://bucket/default/ck",  # a standby needs a checkpoint both drivers reach
-                             "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}}}}
+    shared = {
+        "checkpoint": {
+            "location": "s3a://bucket/default/ck",  # a standby needs a checkpoint both drivers reach
+            "s3": {"credentials": {"secretRef": {"name": "streamq-store"}}},
+        }
+    }
     spec = validate_spec(changed(BASE, {f"runtime.{field}": True, **shared}))
     assert check_policy(spec, Policy()) == []  # allowed by default
     (problem,) = check_policy(spec, Policy.model_validate({knob: False}))

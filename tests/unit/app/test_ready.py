@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.driver import run as job
 from app.contract import READY_FILE_ENV
+from app.driver import run as job
 from app.driver.ready import mark_ready
 
 pytestmark = pytest.mark.unit

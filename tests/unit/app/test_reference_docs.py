@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from app.contract.spec import QuerySpec
 from app.contract import reference
 from app.contract.reference import render_reference
+from app.contract.spec import QuerySpec
 
 pytestmark = pytest.mark.unit
 

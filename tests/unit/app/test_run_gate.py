@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from app.driver.run import _checkpoint_gate
 from app.contract.load import validate_spec
+from app.driver.run import _checkpoint_gate
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
@@ -36,7 +36,9 @@ def test_a_checkpoint_of_the_same_topics_is_used(tmp_path):
 def test_other_topics_are_refused_naming_the_field(tmp_path):
     _checkpoint(tmp_path / "ck", topic="orders")
     _, _, refused = _checkpoint_gate(spec(tmp_path / "ck"))
-    assert refused.startswith("spec.source.kafka.topics: the checkpoint holds offsets of topics ['orders'], the spec reads ['payments']")
+    assert refused.startswith(
+        "spec.source.kafka.topics: the checkpoint holds offsets of topics ['orders'], the spec reads ['payments']"
+    )
 
 
 def test_new_checkpoint_policy_moves_to_a_fresh_location_once(tmp_path):

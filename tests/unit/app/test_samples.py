@@ -10,8 +10,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(
-    p for p in [*ROOT.glob("examples/*.yaml"), *ROOT.glob("manifests/samples/*.yaml")]
-    if "kind: StreamingQuery" in p.read_text()
+    p for p in [*ROOT.glob("examples/*.yaml"), *ROOT.glob("manifests/samples/*.yaml")] if "kind: StreamingQuery" in p.read_text()
 )
 
 

@@ -1,7 +1,7 @@
 import pytest
 
-from app.pipeline import session
 from app.contract.load import validate_spec
+from app.pipeline import session
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
@@ -20,7 +20,9 @@ def test_slots_and_user_conf(monkeypatch, tmp_path):
 
 
 def test_user_can_point_at_a_cluster_master():
-    spec = validate_spec(with_change(query_spec(), "runtime", {"sparkConf": {"spark.master": "k8s://https://kubernetes.default.svc:443"}}))
+    spec = validate_spec(
+        with_change(query_spec(), "runtime", {"sparkConf": {"spark.master": "k8s://https://kubernetes.default.svc:443"}})
+    )
     assert session.spark_conf(spec)["spark.master"].startswith("k8s://")
 
 

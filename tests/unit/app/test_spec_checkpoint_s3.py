@@ -27,7 +27,12 @@ def test_a_full_block_and_its_defaults():
 @pytest.mark.parametrize("key", ["AWS_ACCESS_KEY_ID", "access-key.id", "a_b", "x"])
 def test_secret_keys_use_kubernetes_syntax(key):
     ref = {"name": "store", "accessKeyIdKey": key, "secretAccessKeyKey": key}
-    assert _spec({"location": "s3a://b/q", "s3": {"credentials": {"secretRef": ref}}}).checkpoint.s3.credentials.secret_ref.access_key_id_key == key
+    assert (
+        _spec(
+            {"location": "s3a://b/q", "s3": {"credentials": {"secretRef": ref}}}
+        ).checkpoint.s3.credentials.secret_ref.access_key_id_key
+        == key
+    )
 
 
 @pytest.mark.parametrize("key", ["a/b", "a b", "", "ключ", "a:b"])

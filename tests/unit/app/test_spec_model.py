@@ -48,9 +48,7 @@ def test_every_problem_is_reported_at_once():
     assert paths == {"spec.checkpoint", "spec.trigger.continuous.checkpointInterval"}
 
 
-@pytest.mark.parametrize(
-    ("text", "ms"), [("500ms", 500), ("1s", 1000), ("5m", 300_000), ("2h", 7_200_000), ("0s", 0)]
-)
+@pytest.mark.parametrize(("text", "ms"), [("500ms", 500), ("1s", 1000), ("5m", 300_000), ("2h", 7_200_000), ("0s", 0)])
 def test_durations(text, ms):
     assert duration_ms(text) == ms
     assert spark_interval(text) == f"{ms} milliseconds"

@@ -7,10 +7,10 @@ import pytest
 
 from app.checkpoints.reader import CheckpointState
 from app.contract import ExitCode
+from app.contract.load import validate_spec
 from app.contract.progress import ProgressRecord, Recovered
 from app.monitoring.reporting import ProgressSink, Rates
 from app.monitoring.watchdog import Observation, Watch
-from app.contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
@@ -45,12 +45,19 @@ def test_a_query_that_never_commits_while_input_waits_is_stalled_after_the_windo
     first = w.step(obs(1.0, checkpoint(), earliest={"payments": {0: 0, 1: 0}}))
     assert first.exit is None
     record = first.record
-    assert record.wire()["batchId"] is None and record.wire()["lag"] == {"payments": {"0": 100, "1": 100}} and record.wire()["totalLag"] == 200
+    assert (
+        record.wire()["batchId"] is None
+        and record.wire()["lag"] == {"payments": {"0": 100, "1": 100}}
+        and record.wire()["totalLag"] == 200
+    )
     assert record.wire()["partitions"] == {"payments": 2} and record.wire()["slots"] == 4
     assert record.wire()["health"] == {"state": "Healthy", "message": "", "waitingSeconds": 1.0, "stallAfterSeconds": 5.0}
     assert w.step(obs(4.0, checkpoint())).exit is None
     stalled = w.step(obs(6.0, checkpoint()))
-    assert stalled.exit == (ExitCode.STALLED, "stalled: no commit for 6.0s (limit 5s) since the query started while 200 record(s) wait in the source")
+    assert stalled.exit == (
+        ExitCode.STALLED,
+        "stalled: no commit for 6.0s (limit 5s) since the query started while 200 record(s) wait in the source",
+    )
     assert stalled.record.wire()["health"]["state"] == "Stalled"
 
 
@@ -101,7 +108,9 @@ def test_partitions_beyond_the_slots_restart_an_auto_sized_query():
     w = watch()
     w.step(obs(1.0, checkpoint(), earliest={"payments": {0: 0, 1: 0}}))
     grown = {"payments": {0: 100, 1: 100, 2: 3, 3: 0}}
-    step = w.step(obs(3.0, checkpoint(), latest=grown, partitions={"payments": 4}, earliest={"payments": {0: 0, 1: 0, 2: 0, 3: 0}}))
+    step = w.step(
+        obs(3.0, checkpoint(), latest=grown, partitions={"payments": 4}, earliest={"payments": {0: 0, 1: 0, 2: 0, 3: 0}})
+    )
     assert step.exit[0] is ExitCode.PARTITIONS_CHANGED and "restarting with local[6]" in step.exit[1]
     assert step.record.wire()["partitions"] == {"payments": 4} and step.record.wire()["lag"]["payments"]["2"] == 3
 
@@ -109,7 +118,11 @@ def test_partitions_beyond_the_slots_restart_an_auto_sized_query():
 def test_unknown_offsets_leave_health_unknown():
     w = watch()
     step = w.step(Observation(now=1.0, wall=T0, state=checkpoint()))
-    assert step.record.wire()["lag"] is None and step.record.wire()["totalLag"] is None and step.record.wire()["health"]["state"] == "Unknown"
+    assert (
+        step.record.wire()["lag"] is None
+        and step.record.wire()["totalLag"] is None
+        and step.record.wire()["health"]["state"] == "Unknown"
+    )
 
 
 def test_records_carry_what_the_checkpoint_holds_and_a_recovery():
@@ -125,7 +138,11 @@ def test_listener_rates_win_over_offset_deltas():
               starting_offsets="earliest", started_at=0.0)  # fmt: skip
     rates = Rates(num_input_rows=12, input_rows_per_second=3.5, processed_rows_per_second=40.0)
     record = w.step(obs(1.0, checkpoint(0, {"0": 6, "1": 6}), earliest={"payments": {0: 0, 1: 0}}), rates).record
-    assert (record.wire()["numInputRows"], record.wire()["inputRowsPerSecond"], record.wire()["processedRowsPerSecond"]) == (12, 3.5, 40.0)
+    assert (record.wire()["numInputRows"], record.wire()["inputRowsPerSecond"], record.wire()["processedRowsPerSecond"]) == (
+        12,
+        3.5,
+        40.0,
+    )
 
 
 def test_sink_writes_a_line_per_record_and_keeps_the_latest(tmp_path):

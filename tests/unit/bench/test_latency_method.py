@@ -100,8 +100,10 @@ def test_the_report_names_the_stretched_windows():
     from bench.report import measured_windows
 
     steps = lambda s: [{"rate": 1000, "measuredS": s}, {"rate": 10000, "measuredS": s}]  # noqa: E731
-    r = {"settings": {"measure": 12.0}, "runs": [{"path": "continuous", "steps": steps(12.0)},
-                                                 {"path": "realTime30s", "steps": steps(60.0)}]}
+    r = {
+        "settings": {"measure": 12.0},
+        "runs": [{"path": "continuous", "steps": steps(12.0)}, {"path": "realTime30s", "steps": steps(60.0)}],
+    }
     assert measured_windows(r) == "12 s (realTime30s 60 s: whole batches, at least two)"
     assert measured_windows({"settings": {"measure": 12.0}, "runs": [{"path": "baseline", "steps": [{"rate": 1}]}]}) == "12 s"
 

@@ -26,7 +26,8 @@ def test_an_ab_row_names_the_confs_and_kafka_options_tried_without_the_jobs_own_
                           "source_option": [["kafka.fetch.max.wait.ms", "10"]], "sink_option": [["kafka.acks", "0"]]}) == (
         "spark.driver.extraJavaOptions=-XX:+UseSerialGC, source kafka.fetch.max.wait.ms=10, sink kafka.acks=0")  # fmt: skip
     assert setting_tried({"conf": [["spark.driver.extraJavaOptions", "-Dlog4j2.configurationFile=x"]]}) == (
-        "spark.driver.extraJavaOptions=")  # the JIT A/B's default side, as its table shows it
+        "spark.driver.extraJavaOptions="
+    )  # the JIT A/B's default side, as its table shows it
 
 
 def _page_with_results(tmp_path, monkeypatch, blocks: str):
@@ -46,9 +47,14 @@ def _page_with_results(tmp_path, monkeypatch, blocks: str):
 
 def test_latest_keeps_a_block_that_names_its_file_on_that_file(tmp_path, monkeypatch):
     old = "bench/results/recovery-continuous-standby-release-20261123T120755Z.json"
-    report, page = _page_with_results(tmp_path, monkeypatch, f"The run before the warm-up:\n\n<!-- bench.report {old} -->\nstale\n<!-- /bench.report -->\n")
+    report, page = _page_with_results(
+        tmp_path, monkeypatch, f"The run before the warm-up:\n\n<!-- bench.report {old} -->\nstale\n<!-- /bench.report -->\n"
+    )
     assert report.write_page(page, latest=True) == [old]
-    assert page.read_text() == f"The run before the warm-up:\n\n<!-- bench.report {old} -->\nbefore the warm-up\n\n<!-- /bench.report -->\n"
+    assert (
+        page.read_text()
+        == f"The run before the warm-up:\n\n<!-- bench.report {old} -->\nbefore the warm-up\n\n<!-- /bench.report -->\n"
+    )
 
 
 def test_latest_moves_only_blocks_marked_latest_and_fills_a_block_that_names_a_kind(tmp_path, monkeypatch):

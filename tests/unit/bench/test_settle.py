@@ -24,15 +24,27 @@ def test_the_report_puts_each_windows_paths_side_by_side():
     from bench.report import settle
 
     def window(lo, hi, p50, p99, jit, lost=0):
-        return {"fromS": lo, "toS": hi, "expected": 100, "received": 100 - lost,
-                "latencyMs": {"p50": p50, "p99": p99}, "jvmCores": {"jit": jit, "gc": 0.0, "other": 0.5}}
+        return {
+            "fromS": lo,
+            "toS": hi,
+            "expected": 100,
+            "received": 100 - lost,
+            "latencyMs": {"p50": p50, "p99": p99},
+            "jvmCores": {"jit": jit, "gc": 0.0, "other": 0.5},
+        }
 
     machine = {"cores": 2, "cpuModel": "x", "memoryGiB": 23.5, "java": "17", "loadAverageAtStart": [0, 0, 0]}
     results = {
-        "machine": machine, "commit": "abc", "started": "s", "finished": "f", "load": {},
+        "machine": machine,
+        "commit": "abc",
+        "started": "s",
+        "finished": "f",
+        "load": {},
         "settings": {"ramp": 15.0, "rate": 10_000, "minutes": 1.0, "every": 30.0},
-        "runs": [{"path": "continuous", "windows": [window(0, 30, 30.0, 200.0, 0.3), window(30, 60, 20.0, 90.0, 0.05)]},
-                 {"path": "realTime", "windows": [window(0, 30, 15.0, 480.0, 0.3, lost=2), window(30, 60, 9.0, 300.0, 0.04)]}],
+        "runs": [
+            {"path": "continuous", "windows": [window(0, 30, 30.0, 200.0, 0.3), window(30, 60, 20.0, 90.0, 0.05)]},
+            {"path": "realTime", "windows": [window(0, 30, 15.0, 480.0, 0.3, lost=2), window(30, 60, 9.0, 300.0, 0.04)]},
+        ],
     }
     text = settle(results)
     lines = text.splitlines()

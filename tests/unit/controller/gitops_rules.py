@@ -31,7 +31,7 @@ def query_object(status: QueryStatus | dict[str, Any], generation: int, name: st
 
 def argo_health(obj: dict[str, Any], script: str | None = None) -> tuple[str, str]:
     """(status, message) the Argo CD health script returns for ``obj``."""
-    from lupa import lua51  # noqa: PLC0415 - a test dependency; imported where it is used
+    from lupa import lua51
 
     lua = lua51.LuaRuntime(unpack_returned_tuples=True)
     lua.globals().obj = lua.table_from(obj, recursive=True)

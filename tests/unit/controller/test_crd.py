@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -59,9 +60,9 @@ def test_schema_is_structural(schema):
         assert node.get("additionalProperties") is not False, path
         assert "type" in node or node.get("x-kubernetes-preserve-unknown-fields"), f"{path} has no type"
         if node.get("type") == "object" and path not in ("", ".metadata"):
-            assert "properties" in node or "additionalProperties" in node or node.get(
-                "x-kubernetes-preserve-unknown-fields"
-            ), f"{path}: an object needs properties"
+            assert "properties" in node or "additionalProperties" in node or node.get("x-kubernetes-preserve-unknown-fields"), (
+                f"{path}: an object needs properties"
+            )
             assert not ("properties" in node and "additionalProperties" in node), path
         if node.get("type") == "array":
             assert isinstance(node.get("items"), dict), path
@@ -107,9 +108,14 @@ def test_enums_patterns_and_bounds_are_kept(schema):
     assert spec["runtime"]["properties"]["backend"]["enum"] == ["pod", "sparkApplication"]
     assert spec["runtime"]["properties"]["parallelism"]["minimum"] == 1
     assert spec["runtime"]["properties"]["parallelism"]["maximum"] == 1024
-    assert spec["trigger"]["properties"]["continuous"]["properties"]["checkpointInterval"]["pattern"] == spec_model.DURATION_PATTERN
+    assert (
+        spec["trigger"]["properties"]["continuous"]["properties"]["checkpointInterval"]["pattern"] == spec_model.DURATION_PATTERN
+    )
     assert spec["source"]["properties"]["kafka"]["properties"]["topics"]["minItems"] == 1
-    assert spec["source"]["properties"]["kafka"]["properties"]["options"]["additionalProperties"] == {"type": "string", "maxLength": 4096}
+    assert spec["source"]["properties"]["kafka"]["properties"]["options"]["additionalProperties"] == {
+        "type": "string",
+        "maxLength": 4096,
+    }
     assert spec["transforms"]["maxItems"] == 64
     max_restarts = spec["restartPolicy"]["properties"]["maxRestarts"]
     assert max_restarts["minimum"] == -1 and "nullable" not in max_restarts  # -1 means unlimited
@@ -148,9 +154,28 @@ def test_status_subresource_columns_and_names(rendered, schema):
     default_columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert default_columns == ["Phase", "Reason", "Mode", "Restarts", "Epoch", "Lag", "Age"]
     status = schema["properties"]["status"]["properties"]
-    for key in ("phase", "conditions", "observedGeneration", "driver", "restarts", "lastFailure", "progress", "lastReconciledSpec"):
+    for key in (
+        "phase",
+        "conditions",
+        "observedGeneration",
+        "driver",
+        "restarts",
+        "lastFailure",
+        "progress",
+        "lastReconciledSpec",
+    ):
         assert key in status, key
     assert status["progress"]["x-kubernetes-preserve-unknown-fields"] is True
     assert set(status["lastFailure"]["properties"]) >= {"reason", "message", "time"}
-    assert status["phase"]["enum"] == ["Pending", "Starting", "Running", "Restarting", "Upgrading", "Suspended", "Failed", "Invalid", "Completed"]
+    assert status["phase"]["enum"] == [
+        "Pending",
+        "Starting",
+        "Running",
+        "Restarting",
+        "Upgrading",
+        "Suspended",
+        "Failed",
+        "Invalid",
+        "Completed",
+    ]
     assert status["conditions"]["x-kubernetes-list-map-keys"] == ["type"]

@@ -60,8 +60,13 @@ def test_a_new_query_gets_its_first_driver():
     assert (st.reconciled.source.kind, st.reconciled.source.topics) == ("kafka", ["payments"])
     assert st.reconciled.checkpoint_location == "/checkpoints/q" and st.reconciled.mode == "continuous"
     assert st.checkpoint.location == "/checkpoints/q" and st.checkpoint.resets == 0
-    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Reconciling": "True", "Stalled": "False",
-                              "Degraded": "False"}
+    assert conditions(st) == {
+        "Ready": "False",
+        "Progressing": "True",
+        "Reconciling": "True",
+        "Stalled": "False",
+        "Degraded": "False",
+    }
     assert event_reasons(d) == [Reason.CREATED]
 
 
@@ -80,8 +85,13 @@ def test_a_running_driver_makes_the_query_ready_once():
     w.driver_runs()
     d = w.reconcile()
     assert d.status.phase is Phase.RUNNING
-    assert conditions(d.status) == {"Ready": "True", "Progressing": "False", "Reconciling": "False", "Stalled": "False",
-                                    "Degraded": "False"}
+    assert conditions(d.status) == {
+        "Ready": "True",
+        "Progressing": "False",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "Degraded": "False",
+    }
     assert d.status.driver_start_time == "2026-01-01T12:00:00Z"
     assert event_reasons(d) == [Reason.DRIVER_RUNNING]
     ready = d.status.condition(ConditionType.READY)
@@ -105,8 +115,13 @@ def test_a_failed_driver_is_restarted_after_the_backoff_on_the_same_checkpoint()
     assert st.next_restart_time == "2026-01-01T12:01:05Z"
     assert st.last_failure.exit_code == 70 and st.last_failure.attempt == 1
     assert "QUERY_FAILED: task failed" in st.last_failure.message
-    assert conditions(st) == {"Ready": "False", "Progressing": "True", "Reconciling": "True", "Stalled": "False",
-                              "Degraded": "True"}  # retried: not Stalled
+    assert conditions(st) == {
+        "Ready": "False",
+        "Progressing": "True",
+        "Reconciling": "True",
+        "Stalled": "False",
+        "Degraded": "True",
+    }  # retried: not Stalled
     assert d.requeue_after == pytest.approx(5)
     assert event_reasons(d) == [Reason.DRIVER_FAILED] and d.events[0].type == "Warning"
     assert d.restarted
@@ -466,7 +481,9 @@ def test_a_refused_change_does_not_restart_the_previous_spec_once_its_driver_end
 
 
 def test_status_keeps_what_the_gate_needs_not_the_spec():
-    w = World(base_spec(**{"runtime.sparkConf": {"spark.sql.shuffle.partitions": "7"}, "transforms": [{"where": "value > 424242"}]}))
+    w = World(
+        base_spec(**{"runtime.sparkConf": {"spark.sql.shuffle.partitions": "7"}, "transforms": [{"where": "value > 424242"}]})
+    )
     w.reconcile()
     text = json.dumps(w.status.dump())
     assert "424242" not in text and "shuffle" not in text and "kafka:9092" not in text
@@ -553,8 +570,13 @@ def test_suspend_deletes_the_driver_and_resume_starts_a_new_one():
     d = w.reconcile()
     assert deletes(d) == ["q-driver-1"] and d.status.phase is Phase.SUSPENDED
     assert event_reasons(d) == [Reason.SUSPENDED]
-    assert conditions(d.status) == {"Ready": "False", "Progressing": "False", "Reconciling": "False", "Stalled": "False",
-                                    "Degraded": "False"}
+    assert conditions(d.status) == {
+        "Ready": "False",
+        "Progressing": "False",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "Degraded": "False",
+    }
     d = w.reconcile()
     assert d.actions == () and d.events == () and d.status.phase is Phase.SUSPENDED
     assert d.status.message.startswith("suspended")
@@ -757,7 +779,11 @@ def test_progress_goes_into_status_with_the_attempt_that_reported_it():
     w = running_world()
     w.driver_reports(**report())
     d = w.reconcile()
-    assert d.status.dump()["progress"]["batchId"] == 4 and d.status.dump()["progress"]["attempt"] == 1 and d.status.dump()["progress"]["totalLag"] == 300
+    assert (
+        d.status.dump()["progress"]["batchId"] == 4
+        and d.status.dump()["progress"]["attempt"] == 1
+        and d.status.dump()["progress"]["totalLag"] == 300
+    )
     assert conditions(d.status)["Degraded"] == "False"
     assert w.reconcile().status.dump()["progress"]["batchId"] == 4  # kept until the next read
 

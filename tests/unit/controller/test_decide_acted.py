@@ -11,8 +11,19 @@ from dataclasses import replace
 
 import pytest
 
-from controller.decide import (CREATE_RETRY_S, ActOutcome, CreateDriver, CreateRefused, Decision, DeleteDriver, Refusal,
-                               ResizeDriver, ResizeRefused, Verb, decide)
+from controller.decide import (
+    CREATE_RETRY_S,
+    ActOutcome,
+    CreateDriver,
+    CreateRefused,
+    Decision,
+    DeleteDriver,
+    Refusal,
+    ResizeDriver,
+    ResizeRefused,
+    Verb,
+    decide,
+)
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.status import QueryStatus
@@ -86,24 +97,56 @@ def refused(driver: str, reason: Refusal) -> ActOutcome:
 @pytest.mark.parametrize(
     ("creating", "reason", "verb", "phase", "degraded", "warnings", "next_creates", "next_deletes"),
     [
-        ("first", Refusal.QUOTA, Verb.CREATE_FAILED, Phase.PENDING, Reason.DRIVER_CREATE_FAILED,
-         [Reason.DRIVER_CREATE_FAILED], ["q-driver-1"], []),
-        ("first", Refusal.OTHER, Verb.CREATE_FAILED, Phase.PENDING, Reason.DRIVER_CREATE_FAILED,
-         [Reason.DRIVER_CREATE_FAILED], ["q-driver-1"], []),
-        ("first", Refusal.NAME_CONFLICT, Verb.CREATE_FAILED, Phase.PENDING, Reason.NAME_CONFLICT,
-         [Reason.NAME_CONFLICT], ["q-driver-1"], []),
+        (
+            "first",
+            Refusal.QUOTA,
+            Verb.CREATE_FAILED,
+            Phase.PENDING,
+            Reason.DRIVER_CREATE_FAILED,
+            [Reason.DRIVER_CREATE_FAILED],
+            ["q-driver-1"],
+            [],
+        ),
+        (
+            "first",
+            Refusal.OTHER,
+            Verb.CREATE_FAILED,
+            Phase.PENDING,
+            Reason.DRIVER_CREATE_FAILED,
+            [Reason.DRIVER_CREATE_FAILED],
+            ["q-driver-1"],
+            [],
+        ),
+        (
+            "first",
+            Refusal.NAME_CONFLICT,
+            Verb.CREATE_FAILED,
+            Phase.PENDING,
+            Reason.NAME_CONFLICT,
+            [Reason.NAME_CONFLICT],
+            ["q-driver-1"],
+            [],
+        ),
         # no room under the quota: said, then at once a plain restart (the old driver goes first)
         ("upgrade", Refusal.QUOTA, Verb.NO_ROOM, Phase.UPGRADING, None, [], [], ["q-driver-1"]),
         # any other refusal fails the upgrade: the old driver runs on, nothing more is tried
-        ("upgrade", Refusal.OTHER, Verb.UPGRADE_FAILED, Phase.RUNNING, Reason.UPGRADE_FAILED,
-         [Reason.UPGRADE_FAILED], [], []),
+        ("upgrade", Refusal.OTHER, Verb.UPGRADE_FAILED, Phase.RUNNING, Reason.UPGRADE_FAILED, [Reason.UPGRADE_FAILED], [], []),
         # a name another object holds: said, the old driver runs on, the upgrade is tried again
-        ("upgrade", Refusal.NAME_CONFLICT, Verb.CREATE_FAILED, Phase.RUNNING, Reason.NAME_CONFLICT,
-         [Reason.NAME_CONFLICT], ["q-driver-2"], []),
+        (
+            "upgrade",
+            Refusal.NAME_CONFLICT,
+            Verb.CREATE_FAILED,
+            Phase.RUNNING,
+            Reason.NAME_CONFLICT,
+            [Reason.NAME_CONFLICT],
+            ["q-driver-2"],
+            [],
+        ),
     ],
 )
-def test_a_refused_creation_feeds_the_next_decision(creating, reason, verb, phase, degraded, warnings, next_creates,
-                                                    next_deletes):
+def test_a_refused_creation_feeds_the_next_decision(
+    creating, reason, verb, phase, degraded, warnings, next_creates, next_deletes
+):
     w, carried_out = first_driver() if creating == "first" else warm_upgrade()
     driver = creates(carried_out)[0]
     second = acted(w, refused(driver, reason))

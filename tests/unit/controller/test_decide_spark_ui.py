@@ -87,9 +87,9 @@ def test_the_rendered_service_selects_one_attempt_of_the_query_drivers():
 
 
 def test_the_driver_names_its_ui_port_only_when_asked():
+    from app.contract.load import validate_spec
     from controller.config import Settings
     from controller.run import Run
-    from app.contract.load import validate_spec
 
     def ports(spec: dict) -> list:
         parsed = validate_spec(spec)

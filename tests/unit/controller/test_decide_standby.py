@@ -52,7 +52,9 @@ def test_the_standby_is_created_only_once_the_first_driver_runs():
 
 def test_a_failed_driver_is_replaced_by_its_standby_at_once_and_its_lease_freed():
     w = with_a_warm_standby()
-    w.change("q-driver-1", phase=DriverPhase.FAILED, exit_code=70, message="QUERY_FAILED: boom", finished_at=w.now, reason="Error")
+    w.change(
+        "q-driver-1", phase=DriverPhase.FAILED, exit_code=70, message="QUERY_FAILED: boom", finished_at=w.now, reason="Error"
+    )
     d = w.reconcile()
     assert d.verb == "promote" and d.restarted
     st = d.status

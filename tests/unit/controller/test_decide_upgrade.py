@@ -161,12 +161,16 @@ def test_another_refusal_of_the_new_driver_aborts_the_upgrade():
     w = running()
     w.edit(**NEW_THRESHOLD)
     d = w.reconcile(apply=False)
-    refused = upgrade.create_refused(w.inputs(), d, CreateRefused("q-driver-2", Refusal.OTHER, "admission webhook denied the request"))
+    refused = upgrade.create_refused(
+        w.inputs(), d, CreateRefused("q-driver-2", Refusal.OTHER, "admission webhook denied the request")
+    )
     assert refused.status.upgrade.state == "Failed" and refused.status.phase is Phase.RUNNING
     assert condition(refused, ConditionType.DEGRADED).reason == Reason.UPGRADE_FAILED
     w.status = refused.status
     assert w.reconcile().actions == ()  # the old driver runs on
-    assert upgrade.create_refused(w.inputs(), w.history[0], CreateRefused("q-driver-1", Refusal.OTHER, "x")) is None  # not an upgrade's
+    assert (
+        upgrade.create_refused(w.inputs(), w.history[0], CreateRefused("q-driver-1", Refusal.OTHER, "x")) is None
+    )  # not an upgrade's
 
 
 def test_strategy_restart_is_a_plain_restart():
@@ -185,10 +189,13 @@ def test_a_driver_without_a_lease_is_restarted_and_status_says_why():
     assert deletes(d) == ["q-driver-1"] and "holds no Lease" in d.status.message
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ({"checkpoint.volume": None}, "the checkpoint is the driver pod's own"),
-    ({"runtime.executors": {"instances": 2}}, "the query runs executors"),
-])
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"checkpoint.volume": None}, "the checkpoint is the driver pod's own"),
+        ({"runtime.executors": {"instances": 2}}, "the query runs executors"),
+    ],
+)
 def test_a_query_a_second_driver_cannot_share_is_restarted_and_status_says_why(spec, why):
     w = running(**spec)
     w.edit(**NEW_THRESHOLD)

@@ -19,8 +19,11 @@ from tests.unit.controller.world import World, base_spec
 pytestmark = pytest.mark.unit
 
 GITOPS_DOC = Path(__file__).resolve().parents[3] / "docs" / "gitops.md"
-QUICK = {"restartPolicy.maxRestarts": 1, "restartPolicy.backoff": {"initial": "1s", "max": "1s"},
-         "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}}}  # shared: spec changes are warm upgrades
+QUICK = {
+    "restartPolicy.maxRestarts": 1,
+    "restartPolicy.backoff": {"initial": "1s", "max": "1s"},
+    "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}},
+}  # shared: spec changes are warm upgrades
 
 
 def _starting() -> World:
@@ -168,10 +171,22 @@ def test_stalled_and_reconciling_are_never_both_true():
 
 def test_the_rules_here_can_tell_states_apart():
     """The evaluators themselves: a script or rule that said one thing for everything would pass nothing above."""
-    assert kstatus(query_object({"observedGeneration": 1, "conditions": [
-        {"type": "Stalled", "status": "True"}, {"type": "Reconciling", "status": "True"}]}, 1)) == "Failed"  # first wins
+    assert (
+        kstatus(
+            query_object(
+                {
+                    "observedGeneration": 1,
+                    "conditions": [{"type": "Stalled", "status": "True"}, {"type": "Reconciling", "status": "True"}],
+                },
+                1,
+            )
+        )
+        == "Failed"
+    )  # first wins
     assert kstatus({"metadata": {"generation": 1, "deletionTimestamp": "2026-01-01T00:00:00Z"}}) == "Terminating"
-    assert argo_health({"metadata": {}}, 'return {status = "Healthy", message = obj.metadata.generation == nil and "x" or "y"}') == ("Healthy", "x")
+    assert argo_health(
+        {"metadata": {}}, 'return {status = "Healthy", message = obj.metadata.generation == nil and "x" or "y"}'
+    ) == ("Healthy", "x")
 
 
 def test_docs_gitops_shows_the_script_that_is_tested():

@@ -11,9 +11,9 @@ import yaml
 from app.contract.load import validate_spec
 from app.contract.policy import Policy
 from controller import names, render
-from controller.render import lease_access
 from controller.access import DRIVER_ACCESS, LEASE_ACCESS, OPERATOR_ACCESS
 from controller.config import Settings
+from controller.render import lease_access
 from controller.run import Run
 from tests.unit.controller.world import base_spec
 
@@ -69,8 +69,11 @@ def test_standby_alone_runs_as_the_querys_own_lease_account():
 
 def test_the_lease_role_names_one_lease_and_two_verbs():
     account, role, binding, lease = lease_access.objects(make_run(**STANDBY), SETTINGS)
-    assert account == {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {
-        "name": "payments-lease", "namespace": "team-a", "labels": names.labels("payments", names.COMPONENT_LEASE)}}
+    assert account == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "payments-lease", "namespace": "team-a", "labels": names.labels("payments", names.COMPONENT_LEASE)},
+    }
     assert role["apiVersion"] == "rbac.authorization.k8s.io/v1" and role["metadata"]["name"] == "payments-lease"
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                               "resourceNames": ["payments-driver"], "verbs": ["get", "update"]}]  # fmt: skip
@@ -134,11 +137,20 @@ def test_the_operator_holds_what_it_grants_and_what_it_creates():
     """RBAC's escalation check: a Role is created (and bound) only by someone who holds its rules."""
     granted = _rules("manifests/base/operator-rbac.yaml", "ClusterRole", "streamq-operator")
     assert set(LEASE_ACCESS) <= granted
-    for kind, resource in [("ServiceAccount", "serviceaccounts"), ("Role", "roles"), ("RoleBinding", "rolebindings"), ("Lease", "leases")]:
+    for kind, resource in [
+        ("ServiceAccount", "serviceaccounts"),
+        ("Role", "roles"),
+        ("RoleBinding", "rolebindings"),
+        ("Lease", "leases"),
+    ]:
         group = {"ServiceAccount": "", "Lease": "coordination.k8s.io"}.get(kind, "rbac.authorization.k8s.io")
         assert (group, resource, "create") in OPERATOR_ACCESS
     assert ("rbac.authorization.k8s.io", "rolebindings", "patch") in OPERATOR_ACCESS  # the subject follows the spec
-    assert ("rbac.authorization.k8s.io", "roles", "bind") not in granted and ("rbac.authorization.k8s.io", "roles", "escalate") not in granted
+    assert ("rbac.authorization.k8s.io", "roles", "bind") not in granted and (
+        "rbac.authorization.k8s.io",
+        "roles",
+        "escalate",
+    ) not in granted
 
 
 def test_the_driver_account_is_executor_pods_and_their_config_map_only():

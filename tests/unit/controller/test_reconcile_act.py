@@ -82,7 +82,7 @@ def test_a_refused_create_stops_the_actions_and_the_status_says_why_and_retries(
     assert [e.reason for e in decision.events] == [Reason.DRIVER_CREATE_FAILED]
     # the refused create was the last action carried out: no UI Service for a driver that is not there
     assert kube.calls[-1][0] == "create" and ("apply", "Service") not in kube.calls
-    (patch, version), = kube.patches
+    ((patch, version),) = kube.patches
     assert version == "7" and patch["phase"] == "Pending" and patch["message"] == decision.status.message
 
 
@@ -106,8 +106,11 @@ def test_a_refusal_is_decided_on_and_not_acted_on_again():
 @pytest.mark.parametrize(
     ("status", "message", "refusal"),
     [
-        (403, 'pods "q-driver-1" is forbidden: exceeded quota: small, requested: cpu=1, used: cpu=1, limited: cpu=1',
-         Refusal.QUOTA),
+        (
+            403,
+            'pods "q-driver-1" is forbidden: exceeded quota: small, requested: cpu=1, used: cpu=1, limited: cpu=1',
+            Refusal.QUOTA,
+        ),
         (403, 'pods "q-driver-1" is forbidden: failed quota: small: must specify cpu', Refusal.OTHER),  # no limits set
         (403, 'pods "q-driver-1" is forbidden: User "system:serviceaccount:x:y" cannot create resource', Refusal.OTHER),
         (422, 'Pod "q-driver-1" is invalid: spec.containers[0].image: Required value', Refusal.OTHER),
@@ -121,9 +124,18 @@ def test_act_reads_why_the_api_refused_from_its_answer(status, message, refusal)
 def test_acting_uses_the_decision_s_types_and_none_of_its_functions():
     tree = ast.parse(Path(act.__file__).read_text())
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Import) and any("decide" in a.name for a in n.names)]
-    from_decide = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                   and (n.module or "").startswith("controller.decide") for a in n.names]
-    assert from_decide and not [a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                                and n.module == "controller" for a in n.names if a.name == "decide"]
+    from_decide = [
+        (n.module, a.name)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("controller.decide")
+        for a in n.names
+    ]
+    assert from_decide and not [
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module == "controller"
+        for a in n.names
+        if a.name == "decide"
+    ]
     for module, name in from_decide:
         assert isinstance(getattr(importlib.import_module(module), name), type), f"act imports {name} from {module}"

@@ -182,7 +182,12 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     assert pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "automountServiceAccountToken" not in pod["spec"]
     assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
-    assert [c["kind"] for c in render.children(run, SETTINGS)] == ["ConfigMap", "Secret", "Service", "Pod"]  # executors: no warm upgrades, no Lease
+    assert [c["kind"] for c in render.children(run, SETTINGS)] == [
+        "ConfigMap",
+        "Secret",
+        "Service",
+        "Pod",
+    ]  # executors: no warm upgrades, no Lease
 
 
 def test_a_service_account_from_the_spec_is_used():
@@ -276,8 +281,9 @@ def test_child_names_are_the_query_name_and_a_suffix():
     assert len(names.executor_prefix(longest, 999_999)) <= 47  # Spark's limit on the executor pod name prefix
 
 
-@pytest.mark.parametrize("name", ["fraud.filter", "7eleven", "Payments", "a" * (MAX_QUERY_NAME + 1), "ends-", "a_b",
-                                  "fraud\n", "", "a..b"])
+@pytest.mark.parametrize(
+    "name", ["fraud.filter", "7eleven", "Payments", "a" * (MAX_QUERY_NAME + 1), "ends-", "a_b", "fraud\n", "", "a..b"]
+)
 def test_names_that_would_make_ambiguous_or_invalid_children_are_refused(name):
     assert query_name_problem(name) is not None
 
@@ -303,7 +309,10 @@ def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
     with_resume = Run(**{**plain.__dict__, "resume": resume})
     doc = render.query_document(with_resume, SETTINGS)
     assert json.loads(doc["metadata"]["annotations"][RESUME_ANNOTATION]) == {
-        "startingOffsets": '{"payments":{"0":40}}', "batchId": 4, "checkpoint": "/checkpoints/q"}
+        "startingOffsets": '{"payments":{"0":40}}',
+        "batchId": 4,
+        "checkpoint": "/checkpoints/q",
+    }
     loaded = load_document(doc)
     assert ResumeFrom.from_annotation(loaded.annotations[RESUME_ANNOTATION]) == resume
     assert "annotations" not in render.query_document(plain, SETTINGS)["metadata"]
@@ -333,8 +342,15 @@ def test_driver_and_executors_authenticate_and_encrypt_with_the_querys_own_secre
     assert "spark.authenticate.secret" not in conf  # never the value
     # the driver reads the key file; the executor file setting keeps Spark from putting its own
     # key into the executors' env by value; they get the driver's key by reference instead
-    assert conf["spark.authenticate.secret.driver.file"] == conf["spark.authenticate.secret.executor.file"] == render.AUTH_SECRET_FILE
-    assert conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"] == f"payments-spark-auth:{render.AUTH_SECRET_BASE64_KEY}"
+    assert (
+        conf["spark.authenticate.secret.driver.file"]
+        == conf["spark.authenticate.secret.executor.file"]
+        == render.AUTH_SECRET_FILE
+    )
+    assert (
+        conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"]
+        == f"payments-spark-auth:{render.AUTH_SECRET_BASE64_KEY}"
+    )
 
     secret = render.auth_secret(run, key=b"k" * 32)
     assert secret["metadata"]["name"] == "payments-spark-auth" and secret["metadata"]["namespace"] == "team-a"
@@ -362,7 +378,10 @@ def test_driver_and_executors_authenticate_and_encrypt_with_the_querys_own_secre
 
 def test_no_auth_secret_without_executors_or_with_spark_operator():
     local = make_run()
-    assert render.auth_secret(local) is None and "spark.authenticate" not in render.query_document(local, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    assert (
+        render.auth_secret(local) is None
+        and "spark.authenticate" not in render.query_document(local, SETTINGS)["spec"]["runtime"]["sparkConf"]
+    )
     assert "Secret" not in [c["kind"] for c in render.children(local, SETTINGS)]
     spark_app = make_run(base_spec(**{"runtime.executors": {"instances": 2}, "runtime.backend": "sparkApplication"}))
     assert render.auth_secret(spark_app) is None

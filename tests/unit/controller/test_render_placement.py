@@ -24,10 +24,21 @@ SETTINGS = Settings(job_image="streamq:9.9.9", spark_version="4.3.0")
 NODE_SELECTOR = {"kubernetes.io/os": "linux", "pool": "streaming"}
 TOLERATION = {"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}
 EVICTION = {"key": "spot", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
-NODE_AFFINITY = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-    {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-1a", "eu-1b"]}]}]}}
-POD_ANTI_AFFINITY = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "podAffinityTerm": {
-    "labelSelector": {"matchLabels": {"app": "batch"}}, "topologyKey": "kubernetes.io/hostname"}}]}
+NODE_AFFINITY = {
+    "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-1a", "eu-1b"]}]}
+        ]
+    }
+}
+POD_ANTI_AFFINITY = {
+    "preferredDuringSchedulingIgnoredDuringExecution": [
+        {
+            "weight": 50,
+            "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "batch"}}, "topologyKey": "kubernetes.io/hostname"},
+        }
+    ]
+}
 
 
 def placed(priority: str, label: str) -> dict[str, Any]:

@@ -45,7 +45,9 @@ def test_one_secret_for_kafka_and_the_store_is_mounted_once():
 def test_the_query_document_names_the_secret_only():
     cm = render.config_map(make_run(base_spec(checkpoint=S3)), SETTINGS)
     doc = json.loads(cm["data"]["query.json"])
-    assert doc["spec"]["checkpoint"]["s3"]["credentials"] == {"secretRef": {"name": "store-keys", "accessKeyIdKey": "id", "secretAccessKeyKey": "key"}}
+    assert doc["spec"]["checkpoint"]["s3"]["credentials"] == {
+        "secretRef": {"name": "store-keys", "accessKeyIdKey": "id", "secretAccessKeyKey": "key"}
+    }
     assert not any(k.startswith("spark.hadoop.fs.s3a.") and k.endswith(("access.key", "secret.key"))
                    for k in doc["spec"].get("runtime", {}).get("sparkConf", {}))  # fmt: skip
 

@@ -7,12 +7,12 @@ import json
 import pytest
 from prometheus_client import generate_latest
 
+from app.contract.progress import HealthState, ProgressHealth, ProgressRecord
 from controller.__main__ import parse_args
 from controller.config import Settings
 from controller.metrics import Metrics
 from controller.phases import Phase
 from controller.progress import last_commit_age, last_progress, stalled
-from app.contract.progress import HealthState, ProgressHealth, ProgressRecord
 from controller.status import QueryStatus, status_patch
 
 pytestmark = pytest.mark.unit

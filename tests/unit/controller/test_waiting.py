@@ -164,7 +164,9 @@ def test_a_spark_application_that_cannot_start_says_why_too():
 def test_a_refused_create_is_retried_and_not_stalled():
     w = World()
     inputs = w.inputs()
-    d = creation_failed(w.reconcile(apply=False), inputs, 'pods "q-driver-1" is forbidden: exceeded quota: q, requested: cpu=1', 15)
+    d = creation_failed(
+        w.reconcile(apply=False), inputs, 'pods "q-driver-1" is forbidden: exceeded quota: q, requested: cpu=1', 15
+    )
     c = conds(d.status)
     assert c["Ready"] == ("False", Reason.DRIVER_CREATE_FAILED) and c["Degraded"][0] == "True"
     assert c["Reconciling"][0] == "True" and c["Stalled"][0] == "False"

@@ -51,8 +51,12 @@ def test_the_caps_count_what_a_waiting_driver_grows_to():
 
 def test_observe_reads_the_drivers_cpu_request_and_a_pending_resize():
     pod = render.driver_pod(_run(True), Settings())
-    pod["status"] = {"phase": "Running", "conditions": [
-        {"type": "PodResizePending", "status": "True", "reason": "Deferred", "message": "Node didn't have enough capacity"}]}
+    pod["status"] = {
+        "phase": "Running",
+        "conditions": [
+            {"type": "PodResizePending", "status": "True", "reason": "Deferred", "message": "Node didn't have enough capacity"}
+        ],
+    }
     driver = driver_from_pod(pod)
     assert driver.cpu_request == "50m"
     assert driver.resize == "Deferred: Node didn't have enough capacity"

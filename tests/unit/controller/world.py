@@ -12,10 +12,10 @@ from typing import Any
 
 from app.contract.load import validate_spec
 from app.contract.policy import Policy
-from controller.render import lease_access
+from app.contract.progress import ProgressRecord
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
-from app.contract.progress import ProgressRecord
+from controller.render import lease_access
 from controller.run import spec_hash
 from controller.status import QueryStatus
 from testbed.specs import changed, query_spec
