@@ -7,7 +7,8 @@ steady rate for the whole run, and every few minutes one real fault from the e2e
     STREAMQ_E2E_PROVIDER=kind STREAMQ_KIND_CLUSTER=streamq-multinode .venv/bin/python -m bench.chaos --workers 2 --faults node-paused
                                                                   # kind with 2 workers: the driver's node frozen for NODE_DOWN_S
 
-The cluster is the one STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP name (left up),
+The cluster is the one --kubeconfig and --kafka-bootstrap name (left up; by default
+STREAMQ_E2E_KUBECONFIG and STREAMQ_E2E_KAFKA_BOOTSTRAP, as hack/e2e-cluster.sh up prints them),
 else one brought up as the e2e ``cluster`` fixture does and torn down at the end (also on ^C
 or SIGTERM). The faults are the tests' own mechanics (tests/e2e/test_recovery.py,
 test_faults_broker.py, test_faults_control_plane.py); the kubelet, containerd and apiserver
@@ -28,7 +29,6 @@ undelivered that the broker had in fact written is in the source, and counted as
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import random
@@ -40,11 +40,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any
 
+import typer
 from confluent_kafka import Producer
 
-from bench import report
+from bench import cli, report
 from bench.common import ROOT, LoadSampler, git_commit, log, machine, now_iso, write_results
 from testbed.cluster import choose_provider, create_cluster
 from testbed.cluster.addons import OPERATOR_NAMESPACE, setup
@@ -347,8 +349,10 @@ def one_fault(run: Run, number: int, fault: str, t_start: float, timeout: float)
 
 
 @contextlib.contextmanager
-def bench_cluster(provider: str, workers: int = 0) -> Iterator[Any]:
-    """The e2e ``cluster`` fixture's cluster: the named one (left up), or a new one (torn down).
+def bench_cluster(
+    provider: str, workers: int = 0, kubeconfig: str | None = None, kafka_bootstrap: str | None = None
+) -> Iterator[Any]:
+    """The e2e ``cluster`` fixture's cluster: the one ``kubeconfig`` names (left up), or a new one (torn down).
     ``workers``: a kind cluster with that many workers; one left up by the multinode tier
     (STREAMQ_KIND_CLUSTER names it) is used as it is."""
     c = create_cluster(provider)
@@ -358,9 +362,9 @@ def bench_cluster(provider: str, workers: int = 0) -> Iterator[Any]:
             yield c
             return
         c.workers = workers
-    if os.environ.get("STREAMQ_E2E_KUBECONFIG"):
-        c.kubeconfig = Path(os.environ["STREAMQ_E2E_KUBECONFIG"])
-        c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
+    if kubeconfig:
+        c.kubeconfig = Path(kubeconfig)
+        c.kafka_bootstrap = kafka_bootstrap
         yield c
         return
     check = subprocess.run([str(ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
@@ -381,7 +385,7 @@ def bench_cluster(provider: str, workers: int = 0) -> Iterator[Any]:
         c.down()
 
 
-def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str, Any]:
+def run(args: SimpleNamespace, provider: str, faults: list[str]) -> dict[str, Any]:
     plan = schedule(args.seed, args.every, args.minutes, faults)
     results: dict[str, Any] = {"bench": "chaos", "started": now_iso(), "commit": git_commit(), "machine": machine(),
                                "settings": {**vars(args), "jitter": JITTER, "faults": faults}, "provider": provider,
@@ -391,7 +395,10 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
     sampler.start()
     load_since = None  # the load while payments flow, without the cluster's start
     try:
-        with bench_cluster(provider, args.workers) as cluster, contextlib.ExitStack() as stack:
+        with (
+            bench_cluster(provider, args.workers, args.kubeconfig, args.kafka_bootstrap) as cluster,
+            contextlib.ExitStack() as stack,
+        ):
             kafka = Kafka(cluster.kafka_bootstrap)
             sq = Queries(cluster, "chaos")
             name = sq.name("chaos")
@@ -442,7 +449,7 @@ def run(args: argparse.Namespace, provider: str, faults: list[str]) -> dict[str,
                     feed.stop()
                 with contextlib.suppress(Exception):  # diagnostics only: the results do not depend on them
                     sq.report()
-                if os.environ.get("STREAMQ_E2E_KUBECONFIG"):  # a cluster we leave up: leave it as we found it
+                if args.kubeconfig:  # a cluster we leave up: leave it as we found it
                     sq.cleanup()
     finally:
         results["loadWholeRun"] = sampler.stop()
@@ -455,35 +462,48 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")  # the cluster's teardown runs in the finally blocks
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=30.0, help="how long the payments flow and faults come")
-    parser.add_argument("--rate", type=float, default=30.0, help="payments/s (a third are flagged)")
-    parser.add_argument("--every", type=float, default=180.0, help=f"seconds between faults, +-{JITTER * 100:.0f}%% jitter")
-    parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: a random one, recorded)")
-    parser.add_argument("--faults", default=None, help=f"comma-separated subset of: {', '.join(ANY_CLUSTER + OWN_NODE + SEVERAL_NODES)} "
-                                                       "(default: every one the cluster can take)")  # fmt: skip
-    parser.add_argument("--standby", action="store_true", help="spec.runtime.standby: a warm standby driver")
-    parser.add_argument("--workers", type=int, default=0, help="kind only: worker nodes (node-paused needs them)")
-    parser.add_argument("--recovery-timeout", type=float, default=600.0, help="seconds each fault's recovery may take")
-    parser.add_argument("--drain-timeout", type=float, default=900.0, help="seconds for the sink to hold every flagged payment")
-    args = parser.parse_args(argv)
-    if args.seed is None:
-        args.seed = random.SystemRandom().randrange(2**31)
+def main(
+    minutes: Annotated[float, typer.Option(help="how long the payments flow and faults come")] = 30.0,
+    rate: Annotated[float, typer.Option(help="payments/s (a third are flagged)")] = 30.0,
+    every: Annotated[float, typer.Option(help=f"seconds between faults, +-{JITTER * 100:.0f}% jitter")] = 180.0,
+    seed: Annotated[int | None, typer.Option(help="the schedule's seed (default: a random one, recorded)")] = None,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            help=f"comma-separated subset of: {', '.join(ANY_CLUSTER + OWN_NODE + SEVERAL_NODES)} "
+            "(default: every one the cluster can take)"
+        ),
+    ] = None,
+    standby: Annotated[bool, typer.Option("--standby", help="spec.runtime.standby: a warm standby driver")] = False,
+    workers: Annotated[int, typer.Option(help="kind only: worker nodes (node-paused needs them)")] = 0,
+    recovery_timeout: Annotated[float, typer.Option(help="seconds each fault's recovery may take")] = 600.0,
+    drain_timeout: Annotated[float, typer.Option(help="seconds for the sink to hold every flagged payment")] = 900.0,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(envvar="STREAMQ_E2E_KUBECONFIG", help="a cluster left up (hack/e2e-cluster.sh up): soak it, start none"),
+    ] = None,
+    kafka_bootstrap: Annotated[
+        str | None, typer.Option(envvar="STREAMQ_E2E_KAFKA_BOOTSTRAP", help="that cluster's Kafka, as the host reaches it")
+    ] = None,
+) -> None:
+    if seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    if kubeconfig and not kafka_bootstrap:
+        raise typer.BadParameter(
+            "STREAMQ_E2E_KUBECONFIG needs STREAMQ_E2E_KAFKA_BOOTSTRAP (hack/e2e-cluster.sh up prints both)",
+            param_hint="--kafka-bootstrap",
+        )
+    args = SimpleNamespace(**locals())  # run() reads the options by name, and the results record them as "settings"
     provider = choose_provider()
-    if os.environ.get("STREAMQ_E2E_KUBECONFIG") and not os.environ.get("STREAMQ_E2E_KAFKA_BOOTSTRAP"):
-        parser.error("STREAMQ_E2E_KUBECONFIG needs STREAMQ_E2E_KAFKA_BOOTSTRAP (hack/e2e-cluster.sh up prints both)")
     try:  # checked before a cluster start of several minutes
-        faults = pick_faults(args.faults, allowed_faults(own_node=not os.environ.get("STREAMQ_E2E_KUBECONFIG"),
-                                                         several_nodes=args.workers > 0))  # fmt: skip
+        fault_names = pick_faults(faults, allowed_faults(own_node=not kubeconfig, several_nodes=workers > 0))
     except ValueError as exc:
-        parser.error(str(exc))
+        raise typer.BadParameter(str(exc), param_hint="--faults") from None
     signal.signal(signal.SIGTERM, _interrupt)
-    results = run(args, provider, faults)
+    results = run(args, provider, fault_names)
     print(report.chaos(results), flush=True)
     log(f"wrote {write_results('chaos', results)}")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.chaos", __doc__)

@@ -146,6 +146,13 @@ def other_cpu_hogs(exclude: set[int], limit: int = 5) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: -r["cpuPct"])[:limit]
 
 
+def results_header(bench: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """How a results file starts: which bench, when, at which commit, on what machine, with which settings,
+    and the processes that were not ours but busy at the start (they would skew the figures)."""
+    return {"bench": bench, "started": now_iso(), "commit": git_commit(), "machine": machine(), "settings": dict(settings),
+            "otherBusyProcessesAtStart": other_cpu_hogs({os.getpid()})}  # fmt: skip
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """user+system CPU seconds of a process and its live descendants."""
     import psutil
@@ -250,7 +257,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table: what docs/benchmarks.md holds (bench.report) and the results files keep."""
     cells = [[cell(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = lambda values: "| " + " | ".join(v.rjust(w) for v, w in zip(values, widths)) + " |"  # noqa: E731
+    line = lambda values: "| " + " | ".join(v.rjust(w) for v, w in zip(values, widths, strict=True)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|", *map(line, cells)])
 
 

@@ -30,7 +30,6 @@ record's Kafka timestamp in epoch milliseconds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -39,7 +38,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = ROOT / "hack" / "install-flink.sh"
@@ -376,34 +375,41 @@ def run_job(job_file: str) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.flink_peer", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run-job", metavar="JOB_JSON", help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap")
-    parser.add_argument("--source", help="input topic")
-    parser.add_argument("--sink", help="output topic")
-    parser.add_argument("--partitions", type=int, default=2, help="parallelism (one per input partition)")
-    parser.add_argument("--workdir", type=Path, help="logs and job.json (default: a new folder under /tmp)")
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=None, help="default: no checkpoints")
-    parser.add_argument("--install", action="store_true", help=f"run {INSTALL_SCRIPT.name} first")
-    args = parser.parse_args(argv)
-    if args.run_job:
-        return run_job(args.run_job)
-    if not (args.bootstrap and args.source and args.sink):
-        parser.error("--bootstrap, --source and --sink are required")
-    if args.install:
+def main(
+    bootstrap: Annotated[str, typer.Option(help="the Kafka broker, host:port")],
+    source: Annotated[str, typer.Option(help="input topic")],
+    sink: Annotated[str, typer.Option(help="output topic")],
+    partitions: Annotated[int, typer.Option(help="parallelism (one per input partition)")] = 2,
+    workdir: Annotated[Path | None, typer.Option(help="logs and job.json (default: a new folder under /tmp)")] = None,
+    checkpoint_interval_ms: Annotated[int | None, typer.Option(help="default: no checkpoints")] = None,
+    install: Annotated[bool, typer.Option("--install", help=f"run {INSTALL_SCRIPT.name} first")] = False,
+) -> None:
+    """Run the peer by hand, until Ctrl-C."""
+    raise typer.Exit(run_peer(bootstrap, source, sink, partitions, workdir, checkpoint_interval_ms, install=install))
+
+
+def run_peer(
+    bootstrap: str,
+    source: str,
+    sink: str,
+    partitions: int,
+    workdir: Path | None,
+    checkpoint_interval_ms: int | None,
+    *,
+    install: bool,
+) -> int:
+    if install:
         subprocess.run(["bash", str(INSTALL_SCRIPT)], check=True)
     try:
         flink_python(), connector_jars()
     except FlinkNotInstalled as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.workdir is None:
+    if workdir is None:
         import tempfile
 
-        args.workdir = Path(tempfile.mkdtemp(prefix="flink-peer-"))
-    peer = FlinkPeer(args.bootstrap, args.source, args.sink, args.partitions, args.workdir,
-                     checkpoint_interval_ms=args.checkpoint_interval_ms)  # fmt: skip
+        workdir = Path(tempfile.mkdtemp(prefix="flink-peer-"))
+    peer = FlinkPeer(bootstrap, source, sink, partitions, workdir, checkpoint_interval_ms=checkpoint_interval_ms)
     try:
         peer.start()
     except FlinkNotInstalled as e:
@@ -424,4 +430,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == ["--run-job"]:  # FlinkPeer.start: in the Flink venv, which has only the standard library
+        sys.exit(run_job(sys.argv[2]))
+    # Here, not at the top: the Flink venv runs this file too, and has no typer (nor bench).
+    import typer
+
+    from bench import cli
+
+    cli.run(main, "bench.flink_peer", __doc__)

@@ -29,7 +29,6 @@ everything from the one results file.
 
 from __future__ import annotations
 
-import argparse
 import math
 import multiprocessing as mp
 import os
@@ -38,22 +37,24 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import typer
 
 from app.contract.spec import duration_ms
+from bench import cli
 from bench import latency_stats as stats
 from bench.common import (
     RESULTS_DIR,
     LoadSampler,
-    git_commit,
     jvm_thread_seconds,
     kafka_broker,
     log,
-    machine,
     now_iso,
-    other_cpu_hogs,
     print_table,
+    results_header,
     set_autogroup_nice,
     tree_sched_seconds,
     write_results,
@@ -75,6 +76,8 @@ TRIGGERS = {
     "realTime": {"realTime": {"batchDuration": "5s"}},
     "microBatch": {"microBatch": {"interval": "0s"}},
 }
+Trigger = Literal["continuous", "microBatch", "realTime"]  # TRIGGERS' names, as a --mode takes them
+TriggerOption = Annotated[Trigger, typer.Option("--mode", help="the trigger")]
 PATHS: dict[str, Any] = {
     "baseline": None,
     **TRIGGERS,
@@ -111,7 +114,7 @@ def measured_seconds(trigger: Any, measure_s: float) -> float:
 def jvm_cores_between(samples: list[tuple[float, dict[str, float]]]) -> list[dict[str, float]]:
     """Cores per kind of JVM thread between consecutive samples of (monotonic s, seconds on CPU by kind)."""
     out = []
-    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+    for (t0, a), (t1, b) in pairwise(samples):
         span = (t1 - t0) or 1e-9
         out.append({k: round((b[k] - a[k]) / span, 3) for k in a})
     return out
@@ -405,76 +408,46 @@ def summary_table(results: dict) -> tuple[list[str], list[list]]:
             "broker -> sink send p50 ms", "lost", "kept up"], rows  # fmt: skip
 
 
-def parse_kv(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key, value
-
-
-def add_job_options(parser: argparse.ArgumentParser) -> None:
-    """The options every harness that starts a job through ModeRun takes: the topics' partitions,
-    Spark confs and the Kafka source's and sink's options (bench.report's A/B tables show them)."""
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
-    parser.add_argument("--source-option", type=parse_kv, action="append", default=[], help="Kafka source option k=v")
-    parser.add_argument("--sink-option", type=parse_kv, action="append", default=[], help="Kafka sink option k=v")
-    parser.add_argument(
-        "--exactly-once",
-        action="store_true",
-        help="the job's Kafka sink writes exactly once (sink.kafka.delivery exactlyOnce; microBatch only)",
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.latency", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--paths", "--modes", dest="paths", default=",".join(ALL_PATHS), help="comma separated, from " + ",".join(ALL_PATHS)
-    )
+@cli.with_job_options
+def main(
+    paths: Annotated[str, typer.Option("--paths", "--modes", help="comma separated, from " + ",".join(ALL_PATHS))] = ",".join(
+        ALL_PATHS
+    ),
     # 1k/s first: a job started straight into 10k/s on these 2 cores falls seconds behind in its
     # cold JIT and has no CPU left to catch up (bench/results/tuning/latency-dbg-nosplit-*.json).
-    parser.add_argument("--rates", default="1000,10000", help="records/s, each measured on the same job in this order")
-    parser.add_argument("--reps", type=int, default=3, help="repetitions; each starts every path afresh, order rotated")
-    parser.add_argument("--cold", type=float, default=10.0, help="seconds after the first output counted as the cold figure")
-    parser.add_argument(
-        "--warmup", type=float, default=15.0, help="seconds before each measured window (after the cold one), not counted"
-    )
+    rates: Annotated[str, typer.Option(help="records/s, each measured on the same job in this order")] = "1000,10000",
+    reps: Annotated[int, typer.Option(help="repetitions; each starts every path afresh, order rotated")] = 3,
+    cold: Annotated[float, typer.Option(help="seconds after the first output counted as the cold figure")] = 10.0,
+    warmup: Annotated[float, typer.Option(help="seconds before each measured window (after the cold one), not counted")] = 15.0,
     # A faster rate makes the JIT compile again: at 10k/s the job's compilers used 0.3 core for
     # ~40 s after the step up, and the p99 fell 3-5x once they were done (bench/results/settle-*.json).
-    parser.add_argument(
-        "--rewarm", type=float, default=60.0, help="seconds at each later rate before its measured window, not counted"
-    )
-    parser.add_argument("--measure", type=float, default=12.0, help="seconds measured per rate")
-    parser.add_argument("--drain-timeout", type=float, default=15.0)
-    parser.add_argument("--broker-warmup", type=float, default=20.0, help="seconds of unrecorded traffic before the first path")
-    add_job_options(parser)
-    parser.add_argument("--quick", action="store_true", help="one short repetition: checks the harness")
-    parser.add_argument("--label", default="", help="a word for the results file (a setting tried: goes to tuning/)")
-    parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument(
-        "--tick-ms",
-        type=float,
-        default=TICK_MS,
-        help="the producer wakes at most once per tick (0: for every record, the first harness)",
-    )
-    parser.add_argument("--no-split", action="store_true", help="no broker append times, the tests' projection as it is")
-    parser.add_argument("--autogroup-nice", type=int, default=0,
-                        help="e.g. -10: more CPU weight for the benchmark's session than other sessions' (root only)")  # fmt: skip
-    args = parser.parse_args(argv)
+    rewarm: Annotated[float, typer.Option(help="seconds at each later rate before its measured window, not counted")] = 60.0,
+    measure: Annotated[float, typer.Option(help="seconds measured per rate")] = 12.0,
+    drain_timeout: cli.DrainTimeout = 15.0,
+    broker_warmup: cli.BrokerWarmup = 20.0,
+    quick: Annotated[bool, typer.Option("--quick", help="one short repetition: checks the harness")] = False,
+    label: cli.Label = "",
+    no_plots: cli.NoPlots = False,
+    tick_ms: Annotated[
+        float, typer.Option(help="the producer wakes at most once per tick (0: for every record, the first harness)")
+    ] = TICK_MS,
+    no_split: Annotated[bool, typer.Option("--no-split", help="no broker append times, the tests' projection as it is")] = False,
+    autogroup_nice: cli.AutogroupNice = 0,
+    **job_options: Any,
+) -> None:
+    args = cli.options(locals())
     if args.quick:
         args.reps, args.cold, args.warmup, args.rewarm, args.measure, args.broker_warmup = 1, 3.0, 2.0, 2.0, 4.0, 2.0
-    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    unknown = set(paths) - set(ALL_PATHS)
-    if unknown:
-        parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
-    rates = [int(r) for r in args.rates.split(",")]
+    path_names = cli.known_names(args.paths, ALL_PATHS, "--paths")
+    rate_list = [int(r) for r in args.rates.split(",")]
 
     sampler = LoadSampler()
     results: dict[str, Any] = {
-        "bench": "latency", "label": args.label, "started": now_iso(), "commit": git_commit(), "machine": machine(),
-        "settings": dict(vars(args)), "otherBusyProcessesAtStart": other_cpu_hogs({os.getpid()}),
-        "passFraction": PASS_FRACTION, "runs": [],
-    }  # fmt: skip
+        **results_header("latency", vars(args)),
+        "label": args.label,
+        "passFraction": PASS_FRACTION,
+        "runs": [],
+    }
     log(f"machine {results['machine']}")
     log(f"busy processes that are not ours: {results['otherBusyProcessesAtStart']}")
     workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-latency-"))
@@ -484,11 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         log(f"broker {broker.bootstrap} up")
-        warm_broker(broker, workdir, rates, args)
+        warm_broker(broker, workdir, rate_list, args)
         for rep in range(args.reps):
-            order = paths[rep % len(paths) :] + paths[: rep % len(paths)]
+            order = path_names[rep % len(path_names) :] + path_names[: rep % len(path_names)]
             for path in order:
-                results["runs"].append(run_path(path, rep, broker, workdir, rates, sampler, args))
+                results["runs"].append(run_path(path, rep, broker, workdir, rate_list, sampler, args))
         ok = True
     finally:
         if args.autogroup_nice:
@@ -510,8 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench import plots
 
         plots.latency_plots(path)
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.latency", __doc__)

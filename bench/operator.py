@@ -18,7 +18,6 @@ apply-to-driver-created per query (p50/p99/max), the operator's CPU seconds
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,16 +25,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any
 
+import typer
+
+from bench import cli
 from bench.common import (
     LoadSampler,
-    git_commit,
     log,
-    machine,
     now_iso,
-    other_cpu_hogs,
     print_table,
+    results_header,
     table,
     tree_cpu_seconds,
     write_results,
@@ -77,7 +78,7 @@ class FirstSeen(threading.Thread):
                     if self._halt.is_set():
                         w.stop()
                         break
-        except Exception as exc:  # reported by the main thread
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the main thread raises it (run: `raise w.error`)
             self.error = exc
             self.ready.set()
 
@@ -140,10 +141,7 @@ def run(args) -> dict[str, Any]:
     from testbed.operator import Operator
     from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
 
-    results: dict[str, Any] = {
-        "bench": "operator", "started": now_iso(), "commit": git_commit(), "machine": machine(),
-        "settings": vars(args).copy(), "otherBusyProcessesAtStart": other_cpu_hogs({os.getpid()}),
-    }  # fmt: skip
+    results: dict[str, Any] = results_header("operator", vars(args))
     log(f"machine {results['machine']}")
     sampler = LoadSampler()
     sampler.start()
@@ -254,13 +252,13 @@ def _r(v: float | None) -> float | None:
     return round(v, 3) if v is not None else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.operator", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--timeout", type=float, default=600.0, help="for every driver pod to exist")
-    parser.add_argument("--settle", type=float, default=5.0, help="idle seconds before the apply")
-    parser.add_argument("--quiet", type=float, default=60.0, help="seconds measured after the burst")
-    args = parser.parse_args(argv)
+def main(
+    queries: Annotated[int, typer.Option(help="StreamingQueries applied at once")] = 200,
+    timeout: Annotated[float, typer.Option(help="for every driver pod to exist")] = 600.0,
+    settle: Annotated[float, typer.Option(help="idle seconds before the apply")] = 5.0,
+    quiet: Annotated[float, typer.Option(help="seconds measured after the burst")] = 60.0,
+) -> None:
+    args = SimpleNamespace(**locals())  # run() reads the options by name
     r = run(args)
     cpu, rss = r["operatorCpuSeconds"], r["operatorRss"]
     q, a = r["queryCreatedToDriverCreatedS"], r["applyStartToDriverCreatedS"]
@@ -274,8 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     r["table"] = table(headers, rows)
     path = write_results("operator", r)
     log(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.operator", __doc__)

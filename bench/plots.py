@@ -115,8 +115,8 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
     started = [k.get("restartToQueryStartedS") or 0 for k in kills]
     first = [k["restartToFirstOutputS"] or 0 for k in kills]
     ax.bar(x, started, label="restart -> query started (JVM, session, start())")
-    ax.bar(x, [f - s for f, s in zip(first, started)], bottom=started, label="query started -> first output record")
-    for xi, f, k in zip(x, first, kills):
+    ax.bar(x, [f - s for f, s in zip(first, started, strict=True)], bottom=started, label="query started -> first output record")
+    for xi, f, k in zip(x, first, kills, strict=True):
         ax.annotate(f"{f:.1f}s, {k.get('duplicates', 0)} dup", (xi, f), ha="center", fontsize=7,
                     textcoords="offset points", xytext=(0, 3))  # fmt: skip
     ax.set_xlabel("kill #")

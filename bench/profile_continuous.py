@@ -27,7 +27,6 @@ large artifacts (JFR, pcap, py-spy raw) stay in --workdir (default /tmp/latency-
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -41,10 +40,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any
 
+import typer
+
+from bench import cli
 from bench.common import RESULTS_DIR, LoadSampler, kafka_broker, log, now_iso, set_autogroup_nice, utc_stamp
-from bench.latency import ModeRun, add_job_options
+from bench.latency import ModeRun, TriggerOption
+from devtools.payments import percentile
 
 ATTR_DIR = RESULTS_DIR / "attribution"
 KAFKA_APIS = {
@@ -264,7 +268,7 @@ def summarise_jfr(jfr: Path, window_s: float) -> dict[str, Any]:
             frames = (e["values"].get("stackTrace") or {}).get("frames") or []
             agg[(group_name(thread_of(e)), first_own_frame(frames))].append(duration_ms(e["values"].get("duration")))
         rows = [{"thread": t, "at": at, "count": len(d), "perS": round(len(d) / window_s, 1),
-                 "totalMs": round(sum(d), 1), "medianMs": round(sorted(d)[len(d) // 2], 3)}
+                 "totalMs": round(sum(d), 1), "medianMs": round(percentile(d, 50), 3)}
                 for (t, at), d in agg.items()]  # fmt: skip
         summary[key] = sorted(rows, key=lambda r: -r["count"])[:20]
     # Threads blocked in native code (epoll: waiting for the broker), every 10 ms: where the Kafka
@@ -298,7 +302,7 @@ def summarise_jfr(jfr: Path, window_s: float) -> dict[str, Any]:
                                 "commands": verbs.most_common(6), "sparkCallers": callers.most_common(4)}  # fmt: skip
     summary["gc"] = {"collections": len(gcs), "names": sorted({e["values"].get("name", "?") for e in gcs}),
                      "pauseTotalMs": round(sum(pauses), 1), "pauseMaxMs": round(max(pauses), 2) if pauses else 0,
-                     "pauseP50Ms": round(pauses[len(pauses) // 2], 2) if pauses else 0, "pauses": pause_list}  # fmt: skip
+                     "pauseP50Ms": round(percentile(pauses, 50, presorted=True), 2) if pauses else 0, "pauses": pause_list}  # fmt: skip
     return summary
 
 
@@ -330,15 +334,18 @@ def latency_shape(run, wall0: int, wall1: int, gc_pauses: list) -> dict[str, Any
     for b in range(10):
         x = np.sort(lat[phase == b])
         if len(x):
-            bins.append([b * 100, round(float(np.percentile(x, 50)), 2), round(float(np.percentile(x, 99)), 1)])
-    p99 = np.percentile(lat, 99)
+            bins.append(
+                [b * 100, round(float(percentile(x, 50, presorted=True)), 2), round(float(percentile(x, 99, presorted=True)), 1)]
+            )
+    ordered = np.sort(lat)
+    p99 = percentile(ordered, 99, presorted=True)
     slow = d[lat >= p99]
     near_gc = 0
     for sent in slow[:, 1]:
         if any(start - 200e6 <= sent <= start + ms * 1e6 for start, ms in gc_pauses):
             near_gc += 1
     gc_window_share = min(1.0, sum((200 + ms) * 1e6 for _, ms in gc_pauses) / max(wall1 - wall0, 1))
-    return {"records": int(len(d)), "p50": round(float(np.percentile(lat, 50)), 2), "p99": round(float(p99), 1),
+    return {"records": int(len(d)), "p50": round(float(percentile(ordered, 50, presorted=True)), 2), "p99": round(float(p99), 1),
             "byPhaseOfSecond_ms_p50_p99": bins,
             "slowest1pctNearGc": round(near_gc / max(len(slow), 1), 3),
             "shareOfWindowNearGc": round(gc_window_share, 3)}  # fmt: skip
@@ -407,7 +414,7 @@ def kafka_requests(pcap: Path, broker_port: int, window_s: float) -> dict[str, A
 
     def dist(values: list[float]) -> dict[str, float]:
         v = sorted(values)
-        return {"n": len(v), "p50": round(v[len(v) // 2], 3), "p90": round(v[int(len(v) * 0.9)], 3),
+        return {"n": len(v), "p50": round(percentile(v, 50, presorted=True), 3), "p90": round(percentile(v, 90, presorted=True), 3),
                 "mean": round(sum(v) / len(v), 3)} if v else {"n": 0}  # fmt: skip
 
     rows = [{"api": a, "client": c, "count": n, "perS": round(n / window_s, 1), "responseMs": dist(rtt.get((a, c), []))}
@@ -470,7 +477,7 @@ def profile(args) -> dict[str, Any]:
     try:
         broker.start()
         sampler.start()
-        ns = argparse.Namespace(conf=args.conf, source_option=args.source_option, sink_option=args.sink_option,
+        ns = SimpleNamespace(conf=args.conf, source_option=args.source_option, sink_option=args.sink_option,
                                 partitions=args.partitions, autogroup_nice=0, warmup=args.warmup,
                                 measure=args.window, drain_timeout=15.0)  # fmt: skip
         ProfiledRun.log_level = args.spark_log_level
@@ -644,36 +651,34 @@ def print_summary(r: dict[str, Any]) -> None:
             print(f"    {n:6} {leaf[:150]}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_continuous", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", default="continuous", choices=["continuous", "realTime", "microBatch"])
-    parser.add_argument("--rate", type=int, default=10_000)
-    parser.add_argument("--warmup", type=float, default=40.0, help="seconds at --rate before profiling")
-    parser.add_argument("--window", type=float, default=15.0, help="seconds profiled (and measured)")
-    add_job_options(parser)
-    parser.add_argument("--label", default="")
-    parser.add_argument(
-        "--spark-log-level",
-        default="ERROR",
-        help="the job's STREAMQ_SPARK_LOG_LEVEL: ERROR as bench.latency runs it, WARN as a pod runs it",
-    )
-    parser.add_argument("--autogroup-nice", type=int, default=0, help="as bench.latency's --autogroup-nice")
-    parser.add_argument("--top", type=int, default=25, help="thread groups kept per process")
-    parser.add_argument("--workdir", default="/tmp/latency-work")
-    parser.add_argument("--out", default=str(ATTR_DIR))
-    parser.add_argument("--no-jfr", action="store_true")
-    parser.add_argument("--no-pyspy", action="store_true")
-    parser.add_argument("--no-tcpdump", action="store_true")
-    args = parser.parse_args(argv)
+@cli.with_job_options
+def main(
+    mode: TriggerOption = "continuous",
+    rate: cli.Rate = 10_000,
+    warmup: Annotated[float, typer.Option(help="seconds at --rate before profiling")] = 40.0,
+    window: Annotated[float, typer.Option(help="seconds profiled (and measured)")] = 15.0,
+    label: Annotated[str, typer.Option(help="a word for the results file")] = "",
+    spark_log_level: Annotated[
+        str, typer.Option(help="the job's STREAMQ_SPARK_LOG_LEVEL: ERROR as bench.latency runs it, WARN as a pod runs it")
+    ] = "ERROR",
+    autogroup_nice: Annotated[int, typer.Option(help="as bench.latency's --autogroup-nice")] = 0,
+    top: Annotated[int, typer.Option(help="thread groups kept per process")] = 25,
+    workdir: Annotated[str, typer.Option(help="where the profiles and captures are kept")] = "/tmp/latency-work",
+    out: Annotated[str, typer.Option(help="the folder of the results file")] = str(ATTR_DIR),
+    no_jfr: Annotated[bool, typer.Option("--no-jfr", help="no Java Flight Recorder of the job's JVM")] = False,
+    no_pyspy: Annotated[bool, typer.Option("--no-pyspy", help="no py-spy of the Python processes")] = False,
+    no_tcpdump: Annotated[bool, typer.Option("--no-tcpdump", help="no capture of the Kafka traffic")] = False,
+    **job_options: Any,
+) -> None:
+    args = cli.options(locals())
     result = profile(args)
     print_summary(result)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"profile-{args.mode}{'-' + args.label if args.label else ''}-{utc_stamp()}.json"
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"profile-{args.mode}{'-' + args.label if args.label else ''}-{utc_stamp()}.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     log(f"wrote {path} ({path.stat().st_size // 1024} KiB); artifacts in {result['artifacts']}")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.profile_continuous", __doc__)

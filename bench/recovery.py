@@ -38,28 +38,30 @@ around the stop. The next driver runs the same spec: what is measured is the han
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Annotated, Any, Literal
 
+import typer
+
+from bench import cli
 from bench.common import (
     LoadSampler,
-    git_commit,
     kafka_broker,
     log,
-    machine,
     now_iso,
-    other_cpu_hogs,
     print_table,
+    results_header,
     table,
     write_results,
 )
-from bench.latency import TRIGGERS, ModeRun, passes, read_received
+from bench.latency import ModeRun, TriggerOption, passes, read_received
 from devtools.payments import percentile
 
 QUERY_STARTED = " started in "  # the job's log line once query.start() returned
@@ -232,7 +234,7 @@ def largest_gap(data, row: dict, margin_s: float = 5.0) -> float | None:
     end = row["tKillNs"] + (row["killToFirstOutputS"] + margin_s) * 1e9
     recv = sorted(r for r in data[:, 2].tolist() if start <= r <= end)
     times = [start, *recv, end]
-    return round(max(b - a for a, b in zip(times, times[1:])) / 1e9, 2)
+    return round(max(b - a for a, b in pairwise(times)) / 1e9, 2)
 
 
 def _spread(values) -> dict[str, float]:
@@ -246,10 +248,7 @@ def run(args) -> dict[str, Any]:
     from app.checkpoints.reader import read_checkpoint
 
     sampler = LoadSampler()
-    results: dict[str, Any] = {
-        "bench": "recovery", "started": now_iso(), "commit": git_commit(), "machine": machine(),
-        "settings": vars(args).copy(), "otherBusyProcessesAtStart": other_cpu_hogs({os.getpid()}), "kills": [],
-    }  # fmt: skip
+    results: dict[str, Any] = {**results_header("recovery", vars(args)), "kills": []}
     log(f"machine {results['machine']}")
     workdir = Path(tempfile.mkdtemp(prefix="streamq-bench-recovery-"))
     broker = kafka_broker(workdir / "kafka")
@@ -260,7 +259,7 @@ def run(args) -> dict[str, Any]:
     try:
         broker.start()
         # ModeRun gives the producer/consumer processes and the job exactly as bench.latency runs them.
-        mode_run = ModeRun(args.mode, broker, workdir, argparse.Namespace(conf=args.conf, source_option=[], sink_option=[], autogroup_nice=0,
+        mode_run = ModeRun(args.mode, broker, workdir, SimpleNamespace(conf=args.conf, source_option=[], sink_option=[], autogroup_nice=0,
                                                                              partitions=args.partitions, job_env=drivers.env,
                                                                              exactly_once=args.exactly_once))  # fmt: skip
         t = time.monotonic()
@@ -309,13 +308,13 @@ def run(args) -> dict[str, Any]:
         seen: set[int] = set()
         restarts = [k["tRestartNs"] for k in results["kills"]]
         per_kill = [0] * len(restarts)
-        for seq, recv in zip(data[order, 0].tolist(), data[order, 2].tolist()):
+        for seq, recv in zip(data[order, 0].tolist(), data[order, 2].tolist(), strict=True):
             if seq in seen:
                 i = max((j for j, r in enumerate(restarts) if r <= recv), default=None)
                 if i is not None:
                     per_kill[i] += 1
             seen.add(seq)
-        for row, dups in zip(results["kills"], per_kill):
+        for row, dups in zip(results["kills"], per_kill, strict=True):
             row["duplicates"] = dups
             row["largestGapS"] = largest_gap(data, row)
         recovery = sorted(k["restartToFirstOutputS"] for k in results["kills"])
@@ -343,51 +342,53 @@ def run(args) -> dict[str, Any]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    from bench.latency import parse_kv
-
-    parser = argparse.ArgumentParser(prog="python -m bench.recovery", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mode", default="continuous", choices=sorted(TRIGGERS))
-    parser.add_argument("--kills", type=int, default=5)
-    parser.add_argument("--rate", type=int, default=1000, help="records/s offered the whole time")
-    parser.add_argument("--steady", type=float, default=15.0, help="seconds of normal running before each kill")
-    parser.add_argument("--restart-timeout", type=float, default=240.0)
-    parser.add_argument("--drain-timeout", type=float, default=120.0)
-    parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument(
-        "--caught-up-lag",
-        type=float,
-        default=None,
-        help="output counts as caught up when its newest record is this many seconds old "
-        "(default 1 for continuous/realTime, 5 for microBatch)",
-    )
-    parser.add_argument("--catch-up-timeout", type=float, default=120.0)
-    parser.add_argument("--conf", type=parse_kv, action="append", default=[], help="spark conf k=v for the job")
-    parser.add_argument(
-        "--standby",
-        choices=["none", "release", "expire"],
-        default="none",
-        help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire",
-    )
-    parser.add_argument("--in-place", action="store_true", help="fail the query (failpoint) instead of killing the driver")
-    parser.add_argument(
-        "--upgrade",
-        choices=["none", "warm", "restart"],
-        default="none",
-        help="stop the driver as a spec change does (SIGTERM): after a warm next driver waits on the Lease, or then start it cold",
-    )
-    parser.add_argument(
-        "--exactly-once",
-        action="store_true",
-        help="sink.kafka.delivery exactlyOnce (microBatch, availableNow); the reader is read_committed",
-    )
-    parser.add_argument("--no-plots", action="store_true")
-    parser.add_argument("--keep-workdir", action="store_true", help="keep the jobs' logs and checkpoints")
-    args = parser.parse_args(argv)
-    if args.exactly_once and args.mode != "microBatch":
-        parser.error("--exactly-once needs --mode microBatch: the other modes have no batch to commit atomically")
-    if args.caught_up_lag is None:
-        args.caught_up_lag = 5.0 if args.mode == "microBatch" else 1.0
+def main(
+    mode: TriggerOption = "continuous",
+    kills: Annotated[int, typer.Option(help="how many times the driver is stopped")] = 5,
+    rate: cli.Rate = 1000,
+    steady: Annotated[float, typer.Option(help="seconds of normal running before each kill")] = 15.0,
+    restart_timeout: Annotated[float, typer.Option(help="seconds for the first output after a restart")] = 240.0,
+    drain_timeout: cli.DrainTimeout = 120.0,
+    partitions: cli.Partitions = 2,
+    caught_up_lag: Annotated[
+        float | None,
+        typer.Option(
+            help="output counts as caught up when its newest record is this many seconds old "
+            "(default 1 for continuous/realTime, 5 for microBatch)"
+        ),
+    ] = None,
+    catch_up_timeout: Annotated[float, typer.Option(help="seconds for the output to catch up before a kill")] = 120.0,
+    conf: cli.Conf = [],  # noqa: B006 - typer copies a list default: nothing mutates it
+    standby: Annotated[
+        Literal["none", "release", "expire"],
+        typer.Option(help="a warm standby driver and the query's Lease: freed when the killed one is reaped, or left to expire"),
+    ] = "none",
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="fail the query (failpoint) instead of killing the driver")
+    ] = False,
+    upgrade: Annotated[
+        Literal["none", "warm", "restart"],
+        typer.Option(
+            help="stop the driver as a spec change does (SIGTERM): after a warm next driver waits on the Lease, "
+            "or then start it cold"
+        ),
+    ] = "none",
+    exactly_once: Annotated[
+        bool,
+        typer.Option(
+            "--exactly-once", help="sink.kafka.delivery exactlyOnce (microBatch, availableNow); the reader is read_committed"
+        ),
+    ] = False,
+    no_plots: cli.NoPlots = False,
+    keep_workdir: Annotated[bool, typer.Option("--keep-workdir", help="keep the jobs' logs and checkpoints")] = False,
+) -> None:
+    if exactly_once and mode != "microBatch":
+        raise typer.BadParameter(
+            "--exactly-once needs --mode microBatch: the other modes have no batch to commit atomically", param_hint="--mode"
+        )
+    if caught_up_lag is None:
+        caught_up_lag = 5.0 if mode == "microBatch" else 1.0
+    args = SimpleNamespace(**locals())  # run() reads the options by name, and the results record them as "settings"
     results = run(args)
     rows = [[k["kill"], k["lastCommittedAtKill"], k["restartToQueryStartedS"], k["restartToFirstOutputS"],
              k["killToFirstOutputS"], k["largestGapS"], k["duplicates"]] for k in results["kills"]]  # fmt: skip
@@ -408,8 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         from bench import plots
 
         plots.recovery_plot(path)
-    return 0 if s["lost"] == 0 and not (args.exactly_once and s["duplicates"]) else 1
+    if s["lost"] or (args.exactly_once and s["duplicates"]):
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.recovery", __doc__)

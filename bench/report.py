@@ -84,14 +84,14 @@ def measured_windows(r: dict) -> str:
 def where_the_cpu_went(r: dict) -> str:
     """Per path and rate: cores per process (median over the repetitions), the job JVM's JIT
     compilers in the cold and the measured window, and the p99 of each cold second (per repetition)."""
-    import statistics
+    from devtools.payments import percentile
 
     rows = []
     for path in r["cells"]:
         runs = [run for run in r["runs"] if run["path"] == path and run.get("steps")]
         for rate in r["cells"][path]:
             steps = [st for run in runs for st in run["steps"] if str(st["rate"]) == rate]
-            med = lambda xs: round(statistics.median(xs), 2) if xs else None  # noqa: E731
+            med = lambda xs: round(percentile(xs, 50), 2) if xs else None  # noqa: E731
             cores = {k: med([st["cpuCores"][k] for st in steps]) for k in ("job", "broker", "producer", "consumer")}
             jit = [st["jvmCores"] for st in steps if st.get("jvmCores")]
             jit_cold = med([j["cold"]["jit"] for j in jit if j.get("cold")])

@@ -15,16 +15,19 @@ its GC and everything else. Every window keeps its HDR histogram in the results 
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from bench import cli
 from bench import latency_stats as stats
 from bench.common import RESULTS_DIR, LoadSampler, git_commit, kafka_broker, log, machine, now_iso, print_table, write_results
-from bench.latency import PATHS, ModeRun, add_job_options, jvm_cores_between, kept_going, warm_broker
+from bench.latency import PATHS, ModeRun, jvm_cores_between, kept_going, warm_broker
 from bench.latency_clients import read_received
 
 
@@ -43,7 +46,7 @@ def settle(path: str, broker, workdir: Path, args, sampler: LoadSampler) -> dict
         data = read_received(run.received_path)
         bounds = [sent["first"], *sent["marks"], sent["last"]]
         cores = jvm_cores_between(jvm) if jvm else []
-        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        for i, (lo, hi) in enumerate(pairwise(bounds)):
             w = stats.window(data, lo, hi, run.passes, expected_rate=args.rate * run.pass_fraction)
             w["fromS"], w["toS"] = edges[i], edges[i + 1]
             w["jvmCores"] = cores[i] if i < len(cores) else None
@@ -67,22 +70,20 @@ def summary_table(results: dict) -> tuple[list[str], list[list]]:
     return ["path", "s after ramp", "p50 ms", "p99 ms", "p99.9 ms", "lost", "JIT cores", "GC cores", "other cores"], rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.settle", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--paths", default="continuous,realTime,baseline")
-    parser.add_argument("--rate", type=int, default=10_000)
-    parser.add_argument("--minutes", type=float, default=4.0)
-    parser.add_argument("--every", type=float, default=20.0, help="seconds per window")
-    parser.add_argument("--ramp", type=float, default=15.0, help="seconds at 1k/s before the rate")
-    parser.add_argument("--broker-warmup", type=float, default=20.0)
-    parser.add_argument("--drain-timeout", type=float, default=15.0)
-    add_job_options(parser)
-    parser.add_argument("--label", default="", help="a word for the results file (goes to tuning/)")
-    args = parser.parse_args(argv)
-    paths = [p for p in args.paths.split(",") if p]
-    unknown = set(paths) - set(PATHS)
-    if unknown:
-        parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
+@cli.with_job_options
+def main(
+    paths: Annotated[str, typer.Option(help="comma separated, from " + ",".join(PATHS))] = "continuous,realTime,baseline",
+    rate: cli.Rate = 10_000,
+    minutes: Annotated[float, typer.Option(help="how long each path runs at the rate")] = 4.0,
+    every: Annotated[float, typer.Option(help="seconds per window")] = 20.0,
+    ramp: Annotated[float, typer.Option(help="seconds at 1k/s before the rate")] = 15.0,
+    broker_warmup: cli.BrokerWarmup = 20.0,
+    drain_timeout: cli.DrainTimeout = 15.0,
+    label: cli.Label = "",
+    **job_options: Any,
+) -> None:
+    args = cli.options(locals())
+    path_names = cli.known_names(args.paths, PATHS, "--paths")
 
     sampler = LoadSampler()
     results: dict[str, Any] = {"bench": "settle", "label": args.label, "started": now_iso(), "commit": git_commit(),
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         warm_broker(broker, workdir, [args.rate], args)
-        for path in paths:
+        for path in path_names:
             results["runs"].append(settle(path, broker, workdir, args, sampler))
     finally:
         results["load"] = sampler.stop()
@@ -104,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     out = write_results(f"settle-{args.label}" if args.label else "settle", results,
                         RESULTS_DIR / "tuning" if args.label else None)  # fmt: skip
     log(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    cli.run(main, "bench.settle", __doc__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -14,7 +14,7 @@ from app.contract.cli_help import HelpCommand
 cli = typer.Typer(add_completion=False)
 
 
-class DevMode(str, Enum):
+class DevMode(StrEnum):
     CONTINUOUS = "continuous"
     REAL_TIME = "realTime"
     MICRO_BATCH = "microBatch"

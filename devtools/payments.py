@@ -42,9 +42,18 @@ def flagged_line(value: str | bytes, latency: int | None) -> str:
 
 
 def percentile(values: Sequence[T], q: float, *, presorted: bool = False) -> T | None:
-    """The nearest-rank percentile (q in 0..100); None without values. The one of the
-    repository (the benchmarks use it too): ``presorted`` skips the sort, for values
-    already in order (a large numpy array)."""
+    """The nearest-rank percentile (q in 0..100): the smallest value with at least q % of
+    the values at or below it; None without values. ``presorted`` skips the sort, for
+    values already in order (a large numpy array).
+
+    The one percentile of the repository: `make dev`'s latency line and every figure of
+    bench/ (windows, repetitions, profiles, the operator's and the recovery's spreads).
+    Nearest rank, not numpy's interpolation, because the headline tables of
+    docs/benchmarks.md were made with it, so their figures keep their meaning; because it
+    is a latency some record really had, never one between two; because p100 is the max;
+    and because the HDR histograms the plots are redrawn from rank as well instead of
+    interpolating (tests/unit/bench/test_latency_method.py holds the two within 1 %).
+    A median is its q=50: of an even count, the lower middle value."""
     if len(values) == 0:
         return None
     ordered = values if presorted else sorted(values)

@@ -12,13 +12,15 @@ Grafana's variables become regexes (`$job`, `$namespace`, `$query`: ".*" unless 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "charts" / "streamq" / "dashboards" / "streamq.json"
 
@@ -76,7 +78,7 @@ def render(prometheus: str, start: float, end: float, out: Path, variables: dict
     rows = math.ceil(len(shown) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(14, 3.1 * rows), squeeze=False)
     empty = []
-    for ax, panel in zip(axes.flat, shown):
+    for ax, panel in zip(axes.flat, shown, strict=False):  # the last row may have an empty cell
         drawn = 0
         for target in panel["targets"]:
             expr = substitute(target["expr"], variables, rate_interval)
@@ -110,20 +112,28 @@ def render(prometheus: str, start: float, end: float, out: Path, variables: dict
     return empty
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prometheus", required=True)
-    parser.add_argument("--start", type=float, required=True)
-    parser.add_argument("--end", type=float, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--var", action="append", default=[], help="NAME=REGEX for a dashboard variable")
-    parser.add_argument("--scrape-interval", type=float, default=5.0)
-    args = parser.parse_args()
-    variables = {"job": ".*", "namespace": ".*", "query": ".*"}
-    variables.update(dict(v.split("=", 1) for v in args.var))
-    empty = render(args.prometheus, args.start, args.end, args.out, variables, args.scrape_interval)
-    print(f"wrote {args.out}" + (f"; no data in: {', '.join(empty)}" if empty else ""))
+def name_regexes(texts: list[str]) -> dict[str, str]:
+    pairs = [text.partition("=") for text in texts]
+    bad = [text for text, (_, sep, _) in zip(texts, pairs, strict=True) if not sep]
+    if bad:
+        raise typer.BadParameter(f"expected NAME=REGEX, got {bad[0]!r}", param_hint="--var")
+    return {name: regex for name, _, regex in pairs}
+
+
+def main(
+    prometheus: Annotated[str, typer.Option(help="its base URL, e.g. http://127.0.0.1:9090")],
+    start: Annotated[float, typer.Option(help="unix seconds")],
+    end: Annotated[float, typer.Option(help="unix seconds")],
+    out: Annotated[Path, typer.Option(help="the PNG written")],
+    var: Annotated[list[str], typer.Option(metavar="NAME=REGEX", help="NAME=REGEX for a dashboard variable")] = [],  # noqa: B006 - typer copies it
+    scrape_interval: Annotated[float, typer.Option(help="Prometheus's, in seconds: $__rate_interval is four")] = 5.0,
+) -> None:
+    variables = {"job": ".*", "namespace": ".*", "query": ".*", **name_regexes(var)}
+    empty = render(prometheus, start, end, out, variables, scrape_interval)
+    print(f"wrote {out}" + (f"; no data in: {', '.join(empty)}" if empty else ""))
 
 
 if __name__ == "__main__":
-    main()
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command(help=__doc__)(main)
+    app()

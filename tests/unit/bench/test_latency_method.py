@@ -117,3 +117,16 @@ def test_the_one_percentile_takes_a_sorted_numpy_array_as_it_is():
     assert percentile(values, 99, presorted=True) == 990.0 == percentile(list(values[::-1]), 99)
     assert percentile(values, 100, presorted=True) == 1000.0 and percentile(values, 0, presorted=True) == 1.0
     assert percentile(np.array([]), 50, presorted=True) is None
+
+
+def test_every_figure_of_a_window_is_the_one_percentile_never_an_interpolation():
+    # 1..100 ms: numpy's interpolating p99 would be 99.01 ms and its median of the halves 25.5 and 75.5 ms.
+    w = window(rows(list(range(1, 101))), 0, 100, lambda s: True, by_second=True)
+    assert w["latencyMs"]["p99"] == pytest.approx(99.0)
+    assert w["p99BySecondMs"] == [99.0]
+    assert w["halvesP50Ms"] == [25.0, 75.0]
+
+
+def test_the_median_of_an_even_number_of_repetitions_is_the_lower_middle_one():
+    reps = [window(rows([lat] * 10), 0, 10, lambda s: True) for lat in (3.0, 9.0, 4.0, 8.0)]
+    assert over_repetitions(reps)["p50"] == {"median": 4.0, "min": 3.0, "max": 9.0}
