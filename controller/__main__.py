@@ -109,7 +109,8 @@ def operator(
 
 def parse_args(argv: list[str] | None = None, env: dict[str, str] | None = None) -> OperatorArgs:
     """The flags, each with its environment fallback (``env``: os.environ when None). Exits 2 on a usage error."""
-    return invoke(cli, argv, PROG, env)
+    args: OperatorArgs = invoke(cli, argv, PROG, env)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

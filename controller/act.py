@@ -38,7 +38,7 @@ from controller.decide import (
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.kube import Kube, NameConflict, api_message
 
-Log = logging.Logger | logging.LoggerAdapter
+Log = logging.Logger | logging.LoggerAdapter[Any]  # kopf's handler logger is either
 
 QUOTA_EXCEEDED = "exceeded quota"  # the API server's words when a ResourceQuota refuses a pod (403 Forbidden)
 RESIZE_REFUSED_FOR_GOOD = (403, 404, 405, 422)  # no resize subresource, not allowed, or invalid: asking again won't help
@@ -95,11 +95,16 @@ def _carry_out(
     return None
 
 
+def _adopt(children: dict[str, Any] | list[dict[str, Any]], body: dict[str, Any]) -> None:
+    # kopf reads the owner as a mapping (metadata, uid); its annotation names only its own Body view of one.
+    kopf.adopt(children, owner=body)  # type: ignore[arg-type]
+
+
 def _create(
     kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, action: CreateDriver, log: Log
 ) -> CreateRefused | None:
     children = render.children(action.run, settings)
-    kopf.adopt(children, owner=body)
+    _adopt(children, body)
     try:
         for child in children:
             if child["kind"] == "ConfigMap":
@@ -148,13 +153,13 @@ def _resize(
 
 def _apply_spark_ui(kube: Kube, settings: Settings, body: dict[str, Any], action: ApplySparkUIService, log: Log) -> None:
     service = render.spark_ui_service(action.query, action.namespace, action.attempt)
-    kopf.adopt(service, owner=body)
+    _adopt(service, body)
     created = kube.apply_service(service)
     log.info(
         "%s Service %s: the UI of attempt %d", "created" if created else "pointed", service["metadata"]["name"], action.attempt
     )
     ingress = render.spark_ui_ingress(action.query, action.namespace, settings)
     if ingress is not None:  # routes to the Service, whatever the attempt: made once
-        kopf.adopt(ingress, owner=body)
+        _adopt(ingress, body)
         if kube.create(ingress):
             log.info("created Ingress %s for %s", ingress["metadata"]["name"], ingress["spec"]["rules"][0]["host"])

@@ -445,7 +445,7 @@ def render_template() -> str:
     placeholders = {name: f"__LITERAL_{name}__" for name in LITERALS}
     body = yaml.safe_dump(policy_spec(placeholders), sort_keys=False, width=10_000)
     for name, literal in LITERALS.items():
-        body = body.replace(placeholders[name], "{{ %s | toJson | quote }}" % literal.helm)
+        body = body.replace(placeholders[name], f"{{{{ {literal.helm} | toJson | quote }}}}")
     indented = "".join(f"  {line}\n" for line in body.splitlines())
     return _HEADER % {"suffix": NAME_SUFFIX} + indented + _BINDING % {"suffix": NAME_SUFFIX}
 

@@ -260,7 +260,8 @@ def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
 
 
 def render_yaml() -> str:
-    return HEADER + yaml.safe_dump(render_crd(), sort_keys=False, width=120, allow_unicode=True)
+    body: str = yaml.safe_dump(render_crd(), sort_keys=False, width=120, allow_unicode=True)
+    return HEADER + body
 
 
 def _show(path: Path) -> str:
@@ -295,7 +296,8 @@ def generate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return invoke(cli, argv, "python -m controller.crd")
+    code: int = invoke(cli, argv, "python -m controller.crd")
+    return code
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import logging
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY, PLURAL, VERSION
 from controller import names
+from controller.act import Log
 from controller.config import Settings
 from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
 from controller.metrics import Metrics
@@ -69,7 +70,7 @@ def _new_api_client() -> client.ApiClient:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Log, **_: Any) -> None:
     settings.persistence.finalizer = names.FINALIZER
     settings.posting.reporting_component = "streamq-operator"
     settings.posting.loggers = False  # events are explicit (kopf.event), log lines stay logs
@@ -103,30 +104,32 @@ def liveness(memo: kopf.Memo, **_: Any) -> int:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def query_changed(name: str, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+async def query_changed(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
     memo.wakers.wake(namespace, names.query_label(name))
 
 
 @kopf.on.event("pods", labels=DRIVER_LABELS)
-async def driver_changed(labels: dict, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+async def driver_changed(labels: Mapping[str, str], namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
     memo.wakers.wake(namespace, labels.get(LABEL_QUERY))
 
 
 @kopf.on.event(SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL, labels=DRIVER_LABELS)
-async def spark_app_changed(labels: dict, namespace: str, memo: kopf.Memo, **_: Any) -> None:
+async def spark_app_changed(labels: Mapping[str, str], namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
     memo.wakers.wake(namespace, labels.get(LABEL_QUERY))
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, id="reconciler", cancellation_timeout=5.0, backoff=5.0)
 async def reconciler(
     name: str,
-    namespace: str,
+    namespace: str | None,
     body: kopf.Body,
     memo: kopf.Memo,
-    logger: logging.Logger,
+    logger: Log,
     stopped: kopf.DaemonStopped,
     **_: Any,
 ) -> None:
+    if namespace is None:  # kopf's None is for cluster-scoped objects; the CRD is namespaced
+        raise kopf.PermanentError("a StreamingQuery has a namespace")
     waker = memo.wakers.register(namespace, name)
     settings: Settings = memo.settings
     loop = asyncio.get_running_loop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
@@ -27,7 +28,8 @@ REQUEST_TIMEOUT_S = 30  # no API call waits forever on a server that went away
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
 
-def _json(response) -> Any:
+def _json(response: Any) -> Any:
+    # the raw urllib3 response of a call made with _preload_content=False: untyped JSON, typed by each caller
     return json.loads(response.data or b"null")
 
 
@@ -44,40 +46,49 @@ class Kube:
 
     def get_query(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            return _json(self.custom.get_namespaced_custom_object(
+            query: dict[str, Any] | None = _json(self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return query
 
-    def patch_query_status(self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None) -> dict:
+    def patch_query_status(
+        self, namespace: str, name: str, status: dict[str, Any], resource_version: str | None
+    ) -> dict[str, Any]:
         """A merge patch of .status; with resource_version, a conflicting write fails (409)."""
         body: dict[str, Any] = {"status": status}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
-        return _json(self.custom.patch_namespaced_custom_object_status(
+        written: dict[str, Any] = _json(self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, body, _preload_content=False,
             _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
+        return written
 
     # -- drivers -------------------------------------------------------------------
 
     def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        return _json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
-                                                   _request_timeout=REQUEST_TIMEOUT_S))["items"]  # fmt: skip
+        listed = self.core.list_namespaced_pod(
+            namespace, label_selector=selector, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
+        )
+        pods: list[dict[str, Any]] = _json(listed)["items"]
+        return pods
 
     def list_spark_applications(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         try:
-            return _json(self.custom.list_namespaced_custom_object(
+            apps: list[dict[str, Any]] = _json(self.custom.list_namespaced_custom_object(
                 SPARK_GROUP, SPARK_VERSION, namespace, SPARK_PLURAL, label_selector=selector,
                 _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S))["items"]  # fmt: skip
         except ApiException as exc:
             if exc.status == 404:  # the SparkApplication API is not installed
                 return []
             raise
+        return apps
 
     def read_pod_log(self, namespace: str, name: str, container: str, tail_lines: int) -> str:
-        response = self.core.read_namespaced_pod_log(
+        # with _preload_content=False the client returns the raw urllib3 response, not the str it declares
+        response: Any = self.core.read_namespaced_pod_log(
             name,
             namespace,
             container=container,
@@ -85,11 +96,12 @@ class Kube:
             _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT_S,
         )
-        return response.data.decode(errors="replace")
+        text: str = response.data.decode(errors="replace")
+        return text
 
     # -- children ------------------------------------------------------------------
 
-    def _resource(self, api_version: str, kind: str):
+    def _resource(self, api_version: str, kind: str) -> Any:  # the dynamic client's Resource: untyped
         """The API resource of a kind, found by discovery (cached for the process's life)."""
         if self._dynamic is None:
             self._dynamic = DynamicClient(self.api_client)
@@ -130,7 +142,7 @@ class Kube:
             return False
         return True
 
-    def _update_ours(self, obj: dict[str, Any], write) -> bool:
+    def _update_ours(self, obj: dict[str, Any], write: Callable[[str, str, str], None]) -> bool:
         """Create ``obj``, or ``write(name, namespace, resourceVersion)`` over the query's own: the version
         read with the ownership check is a precondition, so what is written over is what was checked."""
         if self.create(obj):
@@ -147,7 +159,8 @@ class Kube:
 
         def replace(name: str, namespace: str, version: str) -> None:
             body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
-            self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False,
+            # the client serializes a dict body as it is; its annotation names only its V1ConfigMap model
+            self.core.replace_namespaced_config_map(name, namespace, body, _preload_content=False,  # type: ignore[arg-type]
                                                     _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
 
         self._update_ours(obj, replace)
@@ -212,12 +225,15 @@ class Kube:
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A standby query's Lease as plain JSON; None when it does not exist."""
         try:
-            return _json(self.coordination.read_namespaced_lease(name, namespace, _preload_content=False,
-                                                                 _request_timeout=REQUEST_TIMEOUT_S))  # fmt: skip
+            read = self.coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
+            )
+            lease: dict[str, Any] | None = _json(read)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return lease
 
     def release_lease(self, namespace: str, name: str, holder: str, owner_uid: str) -> bool:
         """Free the query's own Lease if ``holder`` still holds it (a conditional write: it fails if the
@@ -228,6 +244,8 @@ class Kube:
             if exc.status == 404:
                 return False
             raise
+        if lease.metadata is None or lease.spec is None:  # (the API always sends both: a Lease without them holds nothing)
+            return False
         owners = [ref.uid for ref in lease.metadata.owner_references or [] if ref.controller]
         if owners != [owner_uid] or lease.spec.holder_identity != holder:
             return False
@@ -256,7 +274,7 @@ class Kube:
         except NotFoundError:
             return None
         columns = [c.get("name") for c in table.get("columnDefinitions") or []]
-        row = next(iter(table.get("rows") or []), {})
+        row: dict[str, Any] = next(iter(table.get("rows") or []), {})
         cells = row.get("cells") or []
         kind = cells[columns.index("Type")] if "Type" in columns and columns.index("Type") < len(cells) else None
         labels = ((row.get("object") or {}).get("metadata") or {}).get("labels") or {}

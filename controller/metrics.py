@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -26,7 +26,7 @@ class _CommitAge:
     def __init__(self, commits: dict[tuple[str, str], float], clock: Callable[[], float]):
         self.commits, self.clock = commits, clock
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "streamq_query_last_commit_age_seconds",
             "Seconds since the query's last committed epoch/batch (as its driver last reported).",

@@ -12,10 +12,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from app.contract.lease import LEASE_ENV, lease_name
 from controller import names
+from controller.run import DriverKind
 from controller.status import parse_time
 
 _MESSAGE_CHARS = 4096  # what Kubernetes keeps of a termination message
@@ -45,7 +46,7 @@ class DriverPhase(StrEnum):
 class Driver:
     """One driver (pod, or SparkApplication with its pod) as the decisions need it."""
 
-    kind: str  # "Pod" | "SparkApplication"
+    kind: DriverKind
     name: str
     phase: DriverPhase
     attempt: int | None = None
@@ -125,18 +126,20 @@ def _attempt(meta: dict[str, Any]) -> int | None:
 
 
 def _controller_kind(meta: dict[str, Any]) -> str | None:
-    return next((ref.get("kind") for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
+    kind: str | None = next((ref.get("kind") for ref in meta.get("ownerReferences") or [] if ref.get("controller")), None)
+    return kind
 
 
 def _controller_uid(meta: dict[str, Any]) -> str | None:
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller"):
-            return ref.get("uid")
+            uid: str | None = ref.get("uid")
+            return uid
     return None
 
 
 def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses: list[dict[str, Any]] = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == names.DRIVER_CONTAINER:
             return status
@@ -206,14 +209,14 @@ def node_lost(pod: dict[str, Any]) -> bool:
     """Kubernetes deletes the pod because its node is not ready or unreachable (taint manager)."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == DISRUPTION_TARGET and condition.get("status") == "True":
-            return condition.get("reason") == NODE_LOST_REASON
+            return bool(condition.get("reason") == NODE_LOST_REASON)
     return False
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
+            return bool(condition.get("status") == "True")
     return False
 
 
@@ -322,7 +325,8 @@ def driver_from_spark_application(app: dict[str, Any], pod: dict[str, Any] | Non
 def _owned_by_spark_app(pod: dict[str, Any]) -> str | None:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if ref.get("kind") == "SparkApplication":
-            return ref.get("name")
+            name: str | None = ref.get("name")
+            return name
     return None
 
 
@@ -347,7 +351,17 @@ def needs_lease(drivers: tuple[Driver, ...]) -> bool:
     return any(x.kind == "Pod" and x.fenced and x.node_lost for x in drivers)
 
 
-def observe(kube, namespace: str, query: str, include_spark_apps: bool, secrets: Iterable[str] = ()) -> Observed:
+class Reads(Protocol):
+    """What observing reads from the API (controller.kube.Kube): named here, since decide, which
+    imports this module, may not import the client."""
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    def list_spark_applications(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def read_secret_meta(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+
+def observe(kube: Reads, namespace: str, query: str, include_spark_apps: bool, secrets: Iterable[str] = ()) -> Observed:
     """One LIST of the query's driver pods (and SparkApplications): fresh, never cached; one GET
     of the query's Lease when ``needs_lease``; and the type and labels of each of ``secrets``, the
     credentials Secrets its spec names (app.contract.credentials.secret_names)."""

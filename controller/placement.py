@@ -7,8 +7,6 @@ The policy has refused every key the operator or Spark selects pods by
 last, so a spec checked by no policy (``streamq run``) cannot replace them either.
 """
 
-from __future__ import annotations
-
 import copy
 from typing import Any
 

@@ -24,7 +24,7 @@ from app.contract import credentials
 from app.contract.progress import ProgressRecord
 from app.contract.spec import Backend
 from controller import names
-from controller.act import act
+from controller.act import Log, act
 from controller.config import Settings
 from controller.decide import Decision, Inputs, decide, upgrade
 from controller.kube import Kube, api_message
@@ -56,7 +56,7 @@ def reconcile_once(
     name: str,
     *,
     read_progress: bool = False,
-    logger: logging.Logger | logging.LoggerAdapter | None = None,
+    logger: Log | None = None,
     now: datetime | None = None,
 ) -> Outcome | None:
     """Returns None when the query is gone or being deleted (its children go with it)."""
@@ -110,7 +110,7 @@ def reconcile_once(
     return Outcome(decision, body)
 
 
-def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log) -> ProgressRecord | None:
+def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log: Log) -> ProgressRecord | None:
     if not status.driver:
         return None
     pod = status.driver if status.driver_kind == "Pod" else names.spark_app_driver_pod_name(status.driver)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 from app.contract.resume import ResumeFrom
 from app.contract.spec import Backend, QuerySpec
 from controller import names
 
-SPARK_APP_KIND = "SparkApplication"
-POD_KIND = "Pod"
+DriverKind = Literal["Pod", "SparkApplication"]  # the kind of the object that is a driver
+SPARK_APP_KIND: Final = "SparkApplication"
+POD_KIND: Final = "Pod"
 
 # Fields whose change does not need a new driver.
 _NOT_RUN_FIELDS = ("suspend", "restartPolicy", "upgrade")
@@ -44,7 +45,7 @@ class Run:
         return names.driver_name(self.query, self.attempt)
 
     @property
-    def driver_kind(self) -> str:
+    def driver_kind(self) -> DriverKind:
         """The kind of the object that is the driver: a Pod, or a SparkApplication."""
         return SPARK_APP_KIND if self.spec.runtime.backend is Backend.SPARK_APPLICATION else POD_KIND
 

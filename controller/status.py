@@ -27,6 +27,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_serializer,
     field_validator,
@@ -38,7 +39,10 @@ from app.contract.compat import SourceIdentity
 from app.contract.progress import Json, ProgressRecord
 from app.contract.spec import QuerySpec
 from controller.phases import ConditionType, Phase
-from controller.run import fields_hash
+from controller.run import DriverKind, fields_hash
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+UpgradeState = Literal["Warming", "HandingOver", "Failed"]
 
 
 class StatusModel(BaseModel):
@@ -53,7 +57,7 @@ class Condition(StatusModel):
         description="Ready (the query runs), Progressing (moving towards its spec), Degraded (something is wrong), "
         "Reconciling and Stalled (kstatus: not realised yet, cannot be realised until the spec changes)."
     )
-    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(description="Why, in one CamelCase word (DriverRunning, Unschedulable, InvalidSpec, ...).")
     message: str = Field(default="", description="Why, in a sentence.")
     last_transition_time: str | None = Field(
@@ -138,7 +142,7 @@ class UpgradeStatus(StatusModel):
         description="Blue/green: the new driver runs on a fresh checkpoint "
         "that starts at the offsets the old one committed last.",
     )
-    state: Literal["Warming", "HandingOver", "Failed"] = Field(
+    state: UpgradeState = Field(
         default="Warming",
         description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "
         "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
@@ -163,9 +167,7 @@ class QueryStatus(StatusModel):
     message: str | None = Field(default=None, description="What the query is doing, or what is wrong, in a sentence.")
     observed_generation: int | None = Field(default=None, description="The metadata.generation this status describes.")
     driver: str | None = Field(default=None, description="Name of the current driver pod or SparkApplication.")
-    driver_kind: Literal["Pod", "SparkApplication"] | None = Field(
-        default=None, description="Pod or SparkApplication (spec.runtime.backend)."
-    )
+    driver_kind: DriverKind | None = Field(default=None, description="Pod or SparkApplication (spec.runtime.backend).")
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
     driver_start_time: str | None = Field(
         default=None,
@@ -216,12 +218,13 @@ class QueryStatus(StatusModel):
 
     @field_validator("progress", mode="wrap")
     @classmethod
-    def _progress_or_nothing(cls, value: Any, handler) -> ProgressRecord | None:
+    def _progress_or_nothing(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> ProgressRecord | None:
         # A record this operator cannot read (hand-edited, another version's) is dropped, not the status.
         try:
-            return handler(value)
+            record: ProgressRecord | None = handler(value)
         except ValidationError:
             return None
+        return record
 
     @field_serializer("progress")
     def _progress_as_shown(self, progress: ProgressRecord | None) -> Json | None:

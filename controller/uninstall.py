@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from kubernetes import client, config
@@ -92,12 +92,17 @@ class Uninstall:
 
     def _queries(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace is None:
-            return self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
-        return self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
+            listed = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        else:
+            listed = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
+        queries: list[dict[str, Any]] = _json_object(listed)["items"]
+        return queries
 
     def release_queries(self, namespaces: list[str] | None) -> Released:
-        released, untouched = [], 0
-        for namespace in namespaces or [None]:
+        released: list[str] = []
+        untouched = 0
+        every_namespace: list[str | None] = [None]
+        for namespace in namespaces or every_namespace:
             for query in self._queries(namespace):
                 meta = query["metadata"]
                 for _attempt in range(5):  # a 409: read it again and decide again
@@ -115,9 +120,14 @@ class Uninstall:
                             break
                         if exc.status != 409:
                             raise
-                        meta = self.custom.get_namespaced_custom_object(
-                            GROUP, VERSION, meta["namespace"], PLURAL, meta["name"])["metadata"]  # fmt: skip
+                        meta = _json_object(self.custom.get_namespaced_custom_object(
+                            GROUP, VERSION, meta["namespace"], PLURAL, meta["name"]))["metadata"]  # fmt: skip
         return Released(released, untouched)
+
+
+def _json_object(answer: object) -> dict[str, Any]:
+    # The custom-objects client declares its answers `object`; they are the object's JSON, a dict.
+    return cast(dict[str, Any], answer)
 
 
 cli = typer.Typer(add_completion=False)
@@ -147,4 +157,5 @@ def release_finalizers(
 
 
 def main(argv: list[str] | None = None) -> int:
-    return invoke(cli, argv, "python -m controller release-finalizers")
+    code: int = invoke(cli, argv, "python -m controller release-finalizers")
+    return code

@@ -51,12 +51,13 @@ def concurrent_drivers(spec: QuerySpec) -> int:
 
 def pod_cores(cores: int, request: str | None) -> Decimal:
     """What a pod takes from the cluster: Spark's cores or the CPU it requests, the larger."""
-    return max(Decimal(cores), parse_quantity(request) if request else Decimal(0))
+    requested: Decimal = parse_quantity(request) if request else Decimal(0)
+    return max(Decimal(cores), requested)
 
 
 def executor_memory(spec: QuerySpec) -> Decimal:
     """One executor pod's memory: executors.memory and Spark's overhead."""
-    memory = parse_quantity(spec.runtime.executors.memory)
+    memory: Decimal = parse_quantity(spec.runtime.executors.memory)
     return memory + max(memory * EXECUTOR_OVERHEAD_FACTOR, EXECUTOR_MIN_OVERHEAD)
 
 

@@ -20,7 +20,7 @@ KafkaOffsets = dict[str, dict[int, int]]  # {topic: {partition: next offset}}
 EARLIEST, LATEST = -2, -1  # Spark's markers in JSON startingOffsets
 
 
-def local_path(location: str | os.PathLike) -> str | None:
+def local_path(location: str | os.PathLike[str]) -> str | None:
     """The filesystem path of a location (a path or file:// URI); None for remote URIs."""
     text = str(location)
     parsed = urlparse(text)

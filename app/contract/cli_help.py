@@ -42,7 +42,8 @@ def _plain(params: list[Any]) -> list[Any]:
     # Rich and the plain help ask display_type_rich. Parsing never does: this changes what help prints only.
     for param in params:
         if isinstance(param, typer.core.TyperArgument | typer.core.TyperOption):
-            param.display_type_rich = functools.partial(_display, param)
+            # typer declares it a method; overriding it on the instance is the point (see above)
+            param.display_type_rich = functools.partial(_display, param)  # type: ignore[method-assign]
     return params
 
 

@@ -17,6 +17,7 @@ the spec field to change):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.contract.checkpoint import CheckpointState
@@ -142,7 +143,7 @@ def fresh_checkpoint_location(location: str, resets: int) -> str:
     return f"{location.rstrip('/')}-reset-{resets}"
 
 
-def choose_fresh_location(location: str, spec: QuerySpec, read) -> tuple[str, CheckpointState]:
+def choose_fresh_location(location: str, spec: QuerySpec, read: Callable[[str], CheckpointState]) -> tuple[str, CheckpointState]:
     """The first of location-reset-1, -2, ... that is absent or fits the spec: the same
     answer on every restart, so a fresh checkpoint is made once and then resumed from."""
     n = 1

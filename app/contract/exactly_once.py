@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from app.contract import sql
 from app.contract.modes import Mode
-from app.contract.spec import QuerySpec, duration_ms
+from app.contract.spec import KafkaSink, QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message)
+Check = tuple[str, Callable[[QuerySpec], Found], tuple[tuple[str, str, str], ...]]  # name, check, CEL (rule, message, fieldPath)
 
 NAME_PREFIX = "streamq"
 SEPARATOR = "."
@@ -166,12 +167,13 @@ OWNED_SETTINGS = frozenset({"transactional.id", "enable.idempotence", "acks", "t
                             "max.in.flight.requests.per.connection", "isolation.level"})  # fmt: skip
 
 
-def _wants(spec: QuerySpec) -> bool:
-    return spec.sink.kafka is not None and spec.sink.kafka.exactly_once
+def _exactly_once_sink(spec: QuerySpec) -> KafkaSink | None:
+    """The Kafka sink when it asks for exactly-once delivery, else None."""
+    return spec.sink.kafka if spec.sink.kafka is not None and spec.sink.kafka.exactly_once else None
 
 
 def mode_problems(spec: QuerySpec) -> Found:
-    if _wants(spec) and spec.mode.long_running:
+    if _exactly_once_sink(spec) is not None and spec.mode.long_running:
         yield ".sink.kafka.delivery", WHY_NO_BATCH.format(mode=spec.mode)
 
 
@@ -190,9 +192,10 @@ def timeout_problems(spec: QuerySpec) -> Found:
     init_transactions. After a crash, readers (read_committed) wait on the crashed writer's open
     transaction until the restarted query fences it or the timeout ends it, whichever is first
     (``reader_wait_ms``)."""
-    if not _wants(spec):
+    sink = _exactly_once_sink(spec)
+    if sink is None:
         return
-    timeout = duration_ms(spec.sink.kafka.transaction_settings.timeout)
+    timeout = duration_ms(sink.transaction_settings.timeout)
     at = ".sink.kafka.transactions.timeout"
     interval = spec.commit_interval_ms
     if timeout <= interval:
@@ -209,6 +212,8 @@ def reader_wait_ms(spec: QuerySpec) -> int:
     """How long read_committed readers of the output can wait on a crashed writer's open transaction:
     until the timeout, or sooner, the restart (its first backoff) fences it. With restartPolicy Never
     nothing restarts and the timeout is the bound."""
+    if spec.sink.kafka is None:
+        raise ValueError("only a query that writes to Kafka has transactions to wait on")
     timeout = duration_ms(spec.sink.kafka.transaction_settings.timeout)
     if spec.restart_policy.type.value == "Never" or spec.restart_policy.max_restarts == 0:
         return timeout
@@ -216,7 +221,7 @@ def reader_wait_ms(spec: QuerySpec) -> int:
 
 
 def transform_problems(spec: QuerySpec) -> Found:
-    if not _wants(spec):
+    if _exactly_once_sink(spec) is None:
         return
     from app.contract.rules import transform_texts  # rules imports this module's checks
 
@@ -235,7 +240,7 @@ SPECULATION_KEYS = ("spark.speculation",)
 def speculation_problems(spec: QuerySpec) -> Found:
     """Speculative copies of a task would share its transactional id: each copy fences the other,
     which stays correct (only one commits) but fails attempts for nothing; streamq never turns it on."""
-    if not _wants(spec):
+    if _exactly_once_sink(spec) is None:
         return
     for key in SPECULATION_KEYS:
         if str(spec.runtime.spark_conf.get(key, "false")).strip().lower() == "true":
@@ -244,9 +249,10 @@ def speculation_problems(spec: QuerySpec) -> Found:
 
 
 def option_problems(spec: QuerySpec) -> Found:
-    if not _wants(spec):
+    sink = _exactly_once_sink(spec)
+    if sink is None:
         return
-    for key in spec.sink.kafka.options:
+    for key in sink.options:
         setting = key[len("kafka.") :].lower() if key.lower().startswith("kafka.") else None
         at = f".sink.kafka.options.{key}"
         if setting in OWNED_SETTINGS:
@@ -256,7 +262,7 @@ def option_problems(spec: QuerySpec) -> Found:
                        "among the sink's options")  # fmt: skip
 
 
-def checks() -> tuple:
+def checks() -> tuple[Check, ...]:
     """(name, check, CEL rules as (rule, message, fieldPath)) for app.contract.rules' table."""
     long_running = " || ".join(f"has(self.trigger.{m})" for m in Mode if m.long_running)
     wants = "has(self.sink.kafka) && has(self.sink.kafka.delivery) && self.sink.kafka.delivery == 'exactlyOnce'"

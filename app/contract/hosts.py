@@ -25,6 +25,7 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_add
 
 IP = IPv4Address | IPv6Address
 Network = IPv4Network | IPv6Network
+NamePattern = tuple[str, str]  # ("name" | "domain" | "prefix", text)
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 _BRACKETED = re.compile(r"^\[([^\[\]]*)\](?::([0-9]*))?$")
@@ -278,7 +279,7 @@ class Patterns:
     subdomains), domains (``*.example.com`` or ``.example.com``: subdomains only), prefixes
     of names (``name*``, as older policies wrote them), or ``*`` for every host."""
 
-    entries: tuple[tuple[str, object], ...]  # (as written, Network | ("name"|"domain"|"prefix", text) | "*")
+    entries: tuple[tuple[str, Network | NamePattern | str], ...]  # (as written, Network | NamePattern | "*")
 
 
 def _network(text: str) -> Network | None:
@@ -300,7 +301,7 @@ def _legacy_prefix(prefix: str) -> Network | None:
 
 def compile_patterns(entries: Iterable[str], namespace: str | None = None) -> Patterns:
     """ValueError names an entry that is none of the forms ``Patterns`` takes."""
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, Network | NamePattern | str]] = []
     for written in entries:
         text = written.strip().lower()
         if namespace is not None:
@@ -345,13 +346,15 @@ def denied_by(host: Host, patterns: Patterns) -> Iterator[tuple[str, str]]:
             hit = next((a for a in sorted(host.every_address(), key=str) if a.version == entry.version and a in entry), None)
             if hit is not None:
                 yield written, str(hit)
-        elif host.name is not None and _name_matches(host.name, *entry, search=True):  # type: ignore[misc]
-            yield written, host.name
-        elif entry[0] == "prefix":  # type: ignore[index]
-            texts = sorted({t for a in host.every_address() for t in (str(a), a.exploded)})
-            hit = next((t for t in texts if t.startswith(entry[1])), None)  # type: ignore[index]
-            if hit is not None:
-                yield written, hit
+        elif isinstance(entry, tuple):
+            kind, pattern = entry
+            if host.name is not None and _name_matches(host.name, kind, pattern, search=True):
+                yield written, host.name
+            elif kind == "prefix":
+                texts = sorted({t for a in host.every_address() for t in (str(a), a.exploded)})
+                spelled = next((t for t in texts if t.startswith(pattern)), None)
+                if spelled is not None:
+                    yield written, spelled
 
 
 def allowed(host: Host, patterns: Patterns) -> bool:
@@ -361,11 +364,7 @@ def allowed(host: Host, patterns: Patterns) -> bool:
         return True
     networks = [e for _, e in patterns.entries if isinstance(e, (IPv4Network, IPv6Network))]
     if host.name is not None:
-        return any(
-            _name_matches(host.name, *e, search=False)  # type: ignore[misc]
-            for _, e in patterns.entries
-            if isinstance(e, tuple)
-        )
+        return any(_name_matches(host.name, *e, search=False) for _, e in patterns.entries if isinstance(e, tuple))
 
     def listed(address: IP) -> bool:
         forms = [address]

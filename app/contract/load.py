@@ -65,7 +65,8 @@ def load_document(
             raise
         if bad_name is not None:
             raise SpecError([Problem("metadata.name", bad_name)])
-        annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+        written = metadata.get("annotations")
+        annotations = written if isinstance(written, dict) else {}
         return QueryDocument(str(metadata["name"]), namespace, spec,
                              {str(k): str(v) for k, v in annotations.items()})  # fmt: skip
     return QueryDocument(default_name, None, validate_spec(data, prefix="spec", policy=policy, facts=facts))

@@ -11,14 +11,13 @@ says (``policy.reservedMetadata``). docs/security.md, "Pod placement and metadat
 reader's version.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from app.contract.patterns import listed, matches
 from app.contract.spec import QuerySpec
 
+# Quoted where used, not `from __future__ import annotations`: the rule `annotations` below would shadow it.
 if TYPE_CHECKING:  # the policy imports this module's rules
     from app.contract.policy import OperatorFacts, Policy
 
@@ -107,7 +106,7 @@ def _metadata(spec: QuerySpec, kind: str, patterns: tuple[str, ...]) -> Found:
 # --- the rules (app.contract.policy.POLICY_RULES) ---------------------------------------------
 
 
-def reserved_metadata(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def reserved_metadata(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     for at, pod in pods(spec):
         for kind in ("labels", "annotations"):
             for key in getattr(pod, kind) or {}:
@@ -116,15 +115,15 @@ def reserved_metadata(spec: QuerySpec, policy: Policy, facts: OperatorFacts, nam
                     yield f"{at}.{kind}.{key}", why
 
 
-def labels(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def labels(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     yield from _metadata(spec, "labels", policy.allowed_label_prefixes)
 
 
-def annotations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def annotations(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     yield from _metadata(spec, "annotations", policy.allowed_annotation_prefixes)
 
 
-def priority_classes(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def priority_classes(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     allowed = policy.allowed_priority_classes
     for at, pod in pods(spec):
         name = pod.priority_class_name
@@ -137,7 +136,7 @@ def priority_classes(spec: QuerySpec, policy: Policy, facts: OperatorFacts, name
             yield f"{at}.priorityClassName", f"priority class {name} is not allowed (allowed: {listed(allowed)})"
 
 
-def operator_tolerations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def operator_tolerations(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     for at, pod in pods(spec):
         for i, toleration in enumerate(pod.tolerations or ()):
             if toleration.key in NODE_LOST_TAINTS:
@@ -145,7 +144,7 @@ def operator_tolerations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, 
                                                      "restartPolicy.nodeLostAfter: set that instead")  # fmt: skip
 
 
-def toleration_keys(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def toleration_keys(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     allowed = policy.allowed_toleration_keys
     for at, pod in pods(spec):
         for i, toleration in enumerate(pod.tolerations or ()):
@@ -183,7 +182,7 @@ def node_label_keys(pod: Any) -> Iterator[tuple[str, str]]:
             yield f"{at}.matchExpressions[{j}].key", expression.key
 
 
-def node_labels(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+def node_labels(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:
     allowed = policy.allowed_node_labels
     for at, pod in pods(spec):
         for path, key in node_label_keys(pod):

@@ -35,7 +35,7 @@ PATTERN_HINTS = {
 }
 
 
-def _loc_to_path(prefix: str, loc: tuple) -> str:
+def _loc_to_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     path = prefix
     for part in loc:
         if isinstance(part, int):

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from app.contract.modes import Mode
 
-EVENT = "progress"
+EVENT: Literal["progress"] = "progress"
 
 
 class HealthState(StrEnum):
@@ -130,7 +130,7 @@ class ProgressRecord(_Wire):
         out = self.model_dump(mode="json", by_alias=True, exclude=_NOT_IN_STATUS)
         return {k: v for k, v in out.items() if v is not None}
 
-    def reported_by(self, attempt: int) -> bool:
+    def reported_by(self, attempt: int | None) -> bool:
         return self.attempt == attempt
 
 

@@ -45,13 +45,13 @@ def split_page(page: str) -> tuple[str, str]:
     return (page, "") if at < 0 else (page[:at], page[at:])
 
 
-def _models_in(annotation) -> list[type[BaseModel]]:
+def _models_in(annotation: object) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return [annotation]
     return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
 
 
-def _type_name(annotation) -> str:
+def _type_name(annotation: object) -> str:
     origin = typing.get_origin(annotation)
     if origin is typing.Annotated:
         return _type_name(typing.get_args(annotation)[0])
@@ -79,7 +79,7 @@ def _default(field: FieldInfo) -> str:
     if field.is_required():
         return "required"
     if field.default_factory is not None:
-        value = field.default_factory()
+        value = field.get_default(call_default_factory=True)
         return "{}" if isinstance(value, (dict, BaseModel)) else f"`{value}`"
     value = field.default
     if value is None:
@@ -126,7 +126,7 @@ def _section(model: type[BaseModel]) -> list[str]:
 
 def render_reference() -> str:
     seen: list[type[BaseModel]] = []
-    queue = [QuerySpec]
+    queue: list[type[BaseModel]] = [QuerySpec]
     while queue:
         model = queue.pop(0)
         if model in seen:

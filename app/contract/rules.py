@@ -107,7 +107,7 @@ def _output_rule(mode: Mode) -> Rule:
 
 def _positive_interval_rule(mode: Mode) -> Rule:
     field = mode.interval_field
-    example = {"checkpointInterval": "1s"}.get(field, "5m")
+    example = "1s" if field == "checkpointInterval" else "5m"
     message = f"{field} must be longer than 0 (e.g. {example})"
 
     def check(spec: QuerySpec) -> Found:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from kubernetes.utils import parse_duration, parse_quantity
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -83,7 +83,7 @@ class OneOf(Model):
     """A union written as an object with exactly one key set, as Kubernetes APIs do."""
 
     @model_validator(mode="after")
-    def _exactly_one(self):
+    def _exactly_one(self) -> Self:
         chosen = [name for name in type(self).model_fields if getattr(self, name) is not None]
         if len(chosen) != 1:
             choices = ", ".join(to_camel(n) for n in type(self).model_fields)
@@ -95,7 +95,7 @@ class OneOf(Model):
         return next(to_camel(n) for n in type(self).model_fields if getattr(self, n) is not None)
 
     @property
-    def value(self):
+    def value(self) -> Any:  # what the set key holds: a model, a text or a list, by subclass and key
         return getattr(self, next(n for n in type(self).model_fields if getattr(self, n) is not None))
 
 
@@ -603,7 +603,7 @@ class Toleration(Model):
     )  # fmt: skip
 
     @model_validator(mode="after")
-    def _as_kubernetes_reads_it(self):
+    def _as_kubernetes_reads_it(self) -> Self:
         if self.key is None and self.operator is not TolerationOperator.EXISTS:
             raise ValueError("a toleration without a key needs operator Exists")
         if self.operator is TolerationOperator.EXISTS and self.value:
@@ -643,7 +643,7 @@ class NodeSelectorRequirement(Model):
     )
 
     @model_validator(mode="after")
-    def _values(self):
+    def _values(self) -> Self:
         _values_fit(self.operator, self.values)
         return self
 
@@ -692,7 +692,7 @@ class LabelSelectorRequirement(Model):
     )
 
     @model_validator(mode="after")
-    def _values(self):
+    def _values(self) -> Self:
         if self.operator in (SelectorOperator.GT, SelectorOperator.LT):
             raise ValueError(f"operator {self.operator} is for node selectors only")
         _values_fit(self.operator, self.values)

@@ -26,11 +26,12 @@ import logging
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from itertools import pairwise
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 from app.contract.spark_functions import SPARK_FUNCTIONS
 
@@ -93,7 +94,7 @@ NILADIC_FUNCTIONS = frozenset(
      "current_path"}
 )  # fmt: skip
 
-_TIME_NODES = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
+_TIME_NODES: dict[type[exp.Expr], str] = {exp.CurrentTimestamp: "current_timestamp", exp.CurrentDate: "current_date",
                exp.CurrentTime: "current_time", exp.Localtimestamp: "localtimestamp", exp.Localtime: "localtime"}  # fmt: skip
 _TIME_FUNCTIONS = {"now", "current_timestamp", "current_date", "curdate", "localtimestamp", "current_timezone",
                    "current_time", "localtime"}  # fmt: skip
@@ -119,7 +120,7 @@ def _renamed_calls(text: str) -> str | None:
     if tokens is None:
         return None
     out, at = [], 0
-    for token, following in zip(tokens, tokens[1:]):
+    for token, following in pairwise(tokens):
         new = _MISREAD_CALLS.get(token.text.lower())
         if new is not None and following.token_type is TokenType.L_PAREN and token.token_type is not TokenType.STRING:
             out += [text[at : token.start], new]
@@ -128,7 +129,7 @@ def _renamed_calls(text: str) -> str | None:
 
 
 @lru_cache(maxsize=1024)
-def _statements(text: str) -> tuple[exp.Expression, ...] | None:
+def _statements(text: str) -> tuple[exp.Expr, ...] | None:
     for candidate in (text, _renamed_calls(text)):
         if candidate is None:
             continue
@@ -139,7 +140,7 @@ def _statements(text: str) -> tuple[exp.Expression, ...] | None:
     return None
 
 
-def _tree(text: str) -> exp.Expression | None:
+def _tree(text: str) -> exp.Expr | None:
     statements = _statements(text)
     return statements[0] if statements and len(statements) == 1 else None
 
@@ -152,7 +153,7 @@ def _tokens(text: str) -> tuple[Token, ...] | None:
         return None
 
 
-def _name(node: exp.Expression) -> str:
+def _name(node: exp.Expr) -> str:
     return (node.name if isinstance(node, exp.Anonymous) else node.key).lower()
 
 
@@ -164,7 +165,7 @@ def called_names(text: str) -> list[str] | None:
         return None
     return [
         token.text.lower()
-        for token, following in zip(tokens, tokens[1:])
+        for token, following in pairwise(tokens)
         if following.token_type is TokenType.L_PAREN and (token.token_type in _NAME_TOKENS or _WORD.match(token.text))
     ]
 
@@ -221,7 +222,7 @@ def _text_problems(text: str) -> list[str]:
     return [why for marker, why in _FORBIDDEN_TEXT.items() if marker in text]
 
 
-def _relation_problems(tree: exp.Expression, views: set[str]) -> list[str]:
+def _relation_problems(tree: exp.Expr, views: set[str]) -> list[str]:
     found = []
     for node in tree.walk():
         if isinstance(node, exp.QueryTransform):
@@ -272,7 +273,7 @@ def expression_problems(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _written_call(node: exp.Expression | None, text: str) -> str | None:
+def _written_call(node: exp.Expr | None, text: str) -> str | None:
     """The name of the call ``node`` was parsed from, as ``text`` has it (lower case): ``collect_list``
     where sqlglot says ArrayAgg. None when the node carries no position (a bare word, a node the parser
     made up) or the position is not a word followed by "(" in ``text`` (it was parsed from other text)."""
@@ -280,20 +281,20 @@ def _written_call(node: exp.Expression | None, text: str) -> str | None:
         return None
     start, end = node.meta["start"], node.meta["end"]
     tokens = _tokens(text) or ()
-    for token, following in zip(tokens, tokens[1:]):
+    for token, following in pairwise(tokens):
         if (token.start, token.end) == (start, end) and following.token_type is TokenType.L_PAREN:
             return text[start : end + 1].strip("`").lower()
     return None
 
 
-def _time_call(node: exp.Expression, text: str) -> str:
+def _time_call(node: exp.Expr, text: str) -> str:
     """A current-time node named as the user wrote it: ``current_timestamp()``, ``now()``; ``unix_timestamp()``,
     which the parser reads as StrToUnix(CurrentTimestamp()): the call around the made-up node."""
     written = _written_call(node, text) or (_written_call(node.parent, text) if "start" not in node.meta else None)
     return f"{written}()" if written else _TIME_NODES.get(type(node)) or _name(node)
 
 
-def _aggregate_name(node: exp.Expression, text: str) -> str:
+def _aggregate_name(node: exp.Expr, text: str) -> str:
     """``collect_list`` as written, else as Spark writes the call (``max_by``, whose node carries no position),
     else the clause (``distinct``, ``group``, ``window`` for OVER)."""
     if written := _written_call(node, text):
@@ -318,7 +319,7 @@ def not_map_like(text: str) -> list[str]:
     found = [f"does not support current time operations ({name})" for name in bare]
     for node in tree.walk():
         if type(node) in _TIME_NODES or (isinstance(node, exp.Anonymous) and node.name.lower() in _TIME_FUNCTIONS):
-            if "start" not in node.meta and _TIME_NODES.get(type(node)) in bare:
+            if "start" not in node.meta and _TIME_NODES.get(type(node), "") in bare:
                 continue  # a bare word, listed above (the call around it is not what made it the current time)
             found.append(f"does not support current time operations ({_time_call(node, text)})")
         elif isinstance(node, (exp.AggFunc, exp.Group, exp.Window, exp.Distinct)) or (

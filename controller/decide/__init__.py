@@ -60,9 +60,11 @@ from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRe
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (
     WAIT_FOR_DELETION_S,
+    ApplySparkUIService,
     CreateDriver,
     Decision,
     DeleteDriver,
+    DeleteSparkUIService,
     Draft,
     Event,
     Inputs,
@@ -71,7 +73,6 @@ from controller.decide.draft import (
     Verb,
 )
 from controller.decide.gate import checkpoint_gate, held
-from controller.decide.spark_ui import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
 from controller.phases import ConditionType, Phase, Reason
 from controller.run import spec_hash
@@ -101,14 +102,13 @@ CREATE_RETRY_S = 15.0  # a refused creation is tried again this much later (a qu
 
 def decide(inputs: Inputs) -> Decision:
     if inputs.acted is not None:  # the pass's second decision: what acting came to, first
-        return _after_acting(inputs, decide(replace(inputs, acted=None)))
+        return _after_acting(inputs, inputs.acted, decide(replace(inputs, acted=None)))
     return spark_ui.follow(inputs, _decide(inputs))
 
 
-def _after_acting(inputs: Inputs, carried_out: Decision) -> Decision:
+def _after_acting(inputs: Inputs, acted: ActOutcome, carried_out: Decision) -> Decision:
     """The decision ``carried_out`` was acted on, and acting came to ``inputs.acted``: the status and
     events that say so. Its actions are dropped: each was carried out already, or refused."""
-    acted = inputs.acted
     decision = carried_out
     for action in acted.resized:
         decision = drivers.resized(decision, action)
@@ -207,12 +207,12 @@ def _decide(inputs: Inputs) -> Decision:
     if refused:
         if current is None:
             return held(d)
-        run_hash = current.spec_hash
 
     # 5. no driver: create one, unless another still exists or a backoff runs
     if current is None:
         return drivers.no_driver(d, run_spec, checkpoint, attempt, blockers)
-    if current.deleting and d.standby is not None and current.spec_hash == run_hash:
+    # (refused: the spec that runs is the current driver's)
+    if current.deleting and d.standby is not None and (refused or current.spec_hash == run_hash):
         gone = replace(current, phase=DriverPhase.FAILED, reason=Reason.DRIVER_LOST, message="the driver pod is being deleted")
         return restart.failed(d, gone, run_spec, reason=Reason.DRIVER_LOST)
     if current.deleting:
@@ -226,7 +226,7 @@ def _decide(inputs: Inputs) -> Decision:
 
     # 6. a driver exists
     newest = max([attempt, *[x.attempt or 0 for x in mine]])
-    if current.spec_hash != run_hash:  # warm when it can be, else a plain restart (upgrade)
+    if not refused and current.spec_hash != run_hash:  # warm when it can be, else a plain restart (upgrade)
         return upgrade.outdated(d, current, run_spec, checkpoint, run_hash, newest)
     taking_over = upgrade.taking_over(d, current)
     if taking_over is not None:

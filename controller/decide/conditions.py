@@ -27,7 +27,7 @@ from datetime import datetime
 from enum import Enum, unique
 
 from controller.phases import ConditionType, Phase, Reason
-from controller.status import Condition, QueryStatus, format_time
+from controller.status import Condition, ConditionStatus, QueryStatus, format_time
 
 # Reasons of a restart that say something went wrong (not a spec change or a requested restart).
 _FAILED_RESTARTS = (Reason.DRIVER_FAILED, Reason.DRIVER_LOST, Reason.DRIVER_EXITED, Reason.STALLED)
@@ -107,16 +107,17 @@ def conditions(old: QueryStatus, new: QueryStatus, reason: str | None, problems:
     ]
     out = []
     for kind, value, why, text in wanted:
-        status = "True" if value else "False"
+        status: ConditionStatus = "True" if value else "False"
         previous = old.condition(kind)
-        changed = previous is None or previous.status != status
         out.append(
             Condition(
                 type=kind,
                 status=status,
                 reason=str(why),
                 message=text,
-                last_transition_time=format_time(now) if changed else previous.last_transition_time,
+                last_transition_time=(
+                    format_time(now) if previous is None or previous.status != status else previous.last_transition_time
+                ),
                 observed_generation=generation,
             )
         )

@@ -81,6 +81,24 @@ class ResizeDriver:
 
 
 @dataclass(frozen=True)
+class ApplySparkUIService:
+    """Create the query's UI Service selecting the drivers of ``attempt``, or move its selector there."""
+
+    query: str
+    namespace: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class DeleteSparkUIService:
+    query: str
+    namespace: str
+
+
+Action = CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver | ApplySparkUIService | DeleteSparkUIService
+
+
+@dataclass(frozen=True)
 class Event:
     type: str  # Normal | Warning
     reason: str
@@ -114,7 +132,7 @@ class Verb(StrEnum):
 class Decision:
     verb: Verb
     status: QueryStatus
-    actions: tuple[CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver, ...] = ()
+    actions: tuple[Action, ...] = ()
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None  # seconds until the next look, if time alone changes things
     restarted: bool = False  # a failure was counted as a restart
@@ -129,9 +147,9 @@ class Draft:
     reason: str | None = None  # None: keep the reason the conditions have
     problems: list[Problem] = field(default_factory=list)  # what is wrong: at most one of each kind
     standby: Driver | None = None  # a live standby driver of the spec that runs (spec.runtime.standby)
-    actions: list = field(default_factory=list)
-    events: list = field(default_factory=list)
-    requeue: list = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    requeue: list[float] = field(default_factory=list)
     restarted: bool = False
 
     @classmethod

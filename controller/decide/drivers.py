@@ -8,6 +8,7 @@ driver gets the last committed offsets, for the case its checkpoint is gone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -29,7 +30,7 @@ STUCK_SLACK_S = 30.0  # past its grace period this long, a pod is stuck (not mer
 LEASE_CLOCK_SKEW_S = 10.0
 
 
-def terminating(d: Draft, drivers: tuple[Driver, ...], run_spec: QuerySpec) -> None:
+def terminating(d: Draft, drivers: Sequence[Driver], run_spec: QuerySpec) -> None:
     """Drivers still Terminating long after their grace period ended: a node or kubelet that is
     gone never confirms the deletion, and the next driver waits for it forever. Said at once
     (Degraded, one event); force-deleted after restartPolicy.forceDeleteAfter.
@@ -122,7 +123,11 @@ def suspend(d: Draft, current: Driver | None) -> Decision:
     if current is not None and not current.deleting:
         d.delete(current, "suspended")
     waiting = current is not None
-    message = f"suspending: stopping driver {current.name}" if waiting else "suspended: no driver runs; the checkpoint is kept"
+    message = (
+        f"suspending: stopping driver {current.name}"
+        if current is not None
+        else "suspended: no driver runs; the checkpoint is kept"
+    )
     if d.old.phase is not Phase.SUSPENDED:
         d.event("Normal", Reason.SUSPENDED, "suspend: true, stopping the query (the checkpoint is kept)")
     d.phase(Phase.SUSPENDED, Reason.SUSPENDED, message)
@@ -244,7 +249,7 @@ def starting(d: Draft, current: Driver) -> Decision:
         return d.finish(Verb.WAIT)
     reason = blocked_reason(current.waiting_reason)
     message = f"driver {current.name} cannot start (it starts by itself once this is fixed): {current.waiting}"
-    same_cause = was_blocked and previous.reason == reason
+    same_cause = was_blocked and previous is not None and previous.reason == reason
     if same_cause and current.waiting_reason.endswith("BackOff") and old.message:
         message = old.message  # a back-off says less than the failure before it did
     if not same_cause:

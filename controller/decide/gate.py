@@ -39,7 +39,8 @@ def checkpoint_gate(d: Draft, desired: QuerySpec) -> tuple[QuerySpec, Checkpoint
     incompatible = _incompatibility(last, desired, old.checkpoint, d.status.progress)
     blue_green = desired.upgrade_policy.strategy is UpgradeStrategy.BLUE_GREEN and warm_upgrades(desired, d.inputs.policy)
     if incompatible and desired.checkpoint.on_incompatible_change is IncompatibleChange.REFUSE and not blue_green:
-        message = refusal(incompatible, last.checkpoint_location) + " The previous spec keeps running."
+        # (an incompatibility is found only on the checkpoint the last spec ran on: desired's location is that one)
+        message = refusal(incompatible, desired.checkpoint.location) + " The previous spec keeps running."
         d.add_problem(ProblemKind.REFUSED_CHANGE, message)
         previous = old.condition(ConditionType.DEGRADED)
         if previous is None or previous.reason != Reason.INCOMPATIBLE_CHANGE or previous.message != message:
@@ -64,8 +65,8 @@ def _incompatibility(last: Reconciled | None, desired: QuerySpec, current: Check
     if last is None or desired.checkpoint.location != last.checkpoint_location:
         return None
     found = spec_differences(last.source_identity, desired)
-    if not found and current is not None and last.spec_hash != fields_hash(desired):
-        holds = Holds.from_wire(progress.checkpoint_holds) if progress is not None else None
+    if not found and current is not None and last.spec_hash != fields_hash(desired) and progress is not None:
+        holds = Holds.from_wire(progress.checkpoint_holds)
         if holds is not None and progress.checkpoint == current.location:
             found = checkpoint_differences(holds, desired)
     return found[0] if found else None

@@ -47,7 +47,8 @@ def _problem(d: Draft, current: Driver, kind: ProblemKind, message: str | None) 
     d.add_problem(kind, message)
     reason = kind.value.reason
     previous = d.old.condition(ConditionType.DEGRADED)
-    if previous is None or previous.reason != reason or previous.status != "True":
+    # (every kind reported here has a reason of its own: only CANNOT_START has none)
+    if reason is not None and (previous is None or previous.reason != reason or previous.status != "True"):
         d.event("Warning", reason, f"driver {current.name}: {message}")
 
 
@@ -59,7 +60,7 @@ def _silence(d: Draft, current: Driver, attempt: int) -> str | None:
     previous = d.old.condition(ConditionType.DEGRADED)
     was_silent = previous is not None and previous.status == "True" and previous.reason == Reason.UNRESPONSIVE
     if d.inputs.progress is None:
-        return previous.message if was_silent else None
+        return previous.message if previous is not None and was_silent else None
     age = reports.report_age(d.status.progress, attempt, d.inputs.now)
     if age is None or age <= d.inputs.silent_after_s:
         if was_silent:

@@ -20,7 +20,8 @@ from controller.phases import Phase, Reason
 from controller.run import POD_KIND
 from controller.status import Failure, format_time, parse_time
 
-_REASON_OF_EXIT = {
+# looked up by the code a driver exited with (None: it did not say)
+_REASON_OF_EXIT: dict[int | None, Reason] = {
     ExitCode.STALLED: Reason.STALLED,
     ExitCode.PARTITIONS_CHANGED: Reason.PARTITIONS_CHANGED,
     ExitCode.CHECKPOINT_UNWRITABLE: Reason.CHECKPOINT_UNWRITABLE,
@@ -30,7 +31,8 @@ _REASON_OF_EXIT = {
 def backoff_delay(restart: int, initial: str, maximum: str) -> float:
     """Seconds before the n-th restart (1-based): initial, 2x, 4x, ... capped at maximum."""
     first, cap = duration_ms(initial), duration_ms(maximum)
-    return min(first * 2 ** max(0, restart - 1), cap) / 1000.0
+    doubling: int = 2 ** max(0, restart - 1)  # (int ** int is typed Any: a negative power is a float)
+    return min(first * doubling, cap) / 1000.0
 
 
 def ended(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:

@@ -12,28 +12,13 @@ Service's selector follows; its address is ``status.sparkUI``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from app.contract.names import SPARK_UI_PORT
 from controller import names
-from controller.decide.draft import Decision, Event, Inputs
+from controller.decide.draft import ApplySparkUIService, Decision, DeleteSparkUIService, Event, Inputs
 from controller.phases import Reason
-
-
-@dataclass(frozen=True)
-class ApplySparkUIService:
-    """Create the query's UI Service selecting the drivers of ``attempt``, or move its selector there."""
-
-    query: str
-    namespace: str
-    attempt: int
-
-
-@dataclass(frozen=True)
-class DeleteSparkUIService:
-    query: str
-    namespace: str
 
 
 def url(query: str, namespace: str) -> str:

@@ -111,14 +111,15 @@ def grow(d: Draft, current: Driver, run_spec: QuerySpec) -> bool:
         return True
     refused = d.status.resize_refused
     if refused and refused.startswith(f"{current.name}: "):
-        d.status.message += f"; on its waiting CPU request {current.cpu_request}, not resized ({refused.split(': ', 1)[1]})"
+        why = refused.split(": ", 1)[1]
+        d.status.message = f"{d.status.message or ''}; on its waiting CPU request {current.cpu_request}, not resized ({why})"
         return True
     d.status.resize_refused = None
     if parse_quantity(current.cpu_request) < parse_quantity(want):
         d.actions.append(ResizeDriver(current.name, want, current.cpu_request))
         return False
     if current.resize is not None:  # asked for; the kubelet has not granted it
-        d.status.message += f"; its CPU resize to {want} waits ({current.resize})"
+        d.status.message = f"{d.status.message or ''}; its CPU resize to {want} waits ({current.resize})"
         return True
     # granted and being actuated; None: a kubelet that does not say (before 1.33)
     return current.cpu_allocated is None or parse_quantity(current.cpu_allocated) >= parse_quantity(want)

@@ -29,6 +29,7 @@ What can go wrong, and what follows:
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Final
 
 from app.contract.lease import lease_name
 from app.contract.policy import Policy, warm_upgrades
@@ -42,7 +43,9 @@ from controller.phases import Phase, Reason
 from controller.run import Run, spec_hash
 from controller.status import CheckpointStatus, Reconciled, UpgradeStatus, format_time, parse_time
 
-WARMING, HANDING_OVER, FAILED = "Warming", "HandingOver", "Failed"
+WARMING: Final = "Warming"
+HANDING_OVER: Final = "HandingOver"
+FAILED: Final = "Failed"
 GROW_LOOK_S = 1.0  # a resize the kubelet grants is actuated within a second or two
 LOOK_AGAIN_S = 2.0  # pod events wake the reconciler sooner (Ready, ended); this is the safety net
 NO_ROOM = ("Unschedulable",)  # the scheduler's verdict on the new pod: no node has room for a second driver
@@ -154,12 +157,12 @@ def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpo
     d.status.upgrade = record
     if new.phase.ended:
         what = f"exit code {new.exit_code}" if new.exit_code is not None else (new.reason or "ended")
-        return _abort(d, current, new, run_spec, f"driver {new.name} of the new spec ended ({what}"
+        return _abort(d, current, new, record, run_spec, f"driver {new.name} of the new spec ended ({what}"
                                                  f"{': ' + new.message if new.message else ''})")  # fmt: skip
     if new.waiting_reason in NO_ROOM:
         return _no_room(d, current, run_spec, checkpoint, f"driver {new.name} cannot be scheduled: {new.waiting}", new)
     if new.waiting_reason is not None:
-        return _abort(d, current, new, run_spec, f"driver {new.name} of the new spec cannot start: {new.waiting}")
+        return _abort(d, current, new, record, run_spec, f"driver {new.name} of the new spec cannot start: {new.waiting}")
     if new.ready and new.phase is DriverPhase.RUNNING:
         # Warm: it grows to its CPU request first, so it takes over on a full share, not its waiting one
         # (on the 2-core e2e node, handing over at 50m made the gaps 3x longer). When the node has no room
@@ -173,7 +176,7 @@ def warming(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, checkpo
     started = parse_time(record.started_at) or new.created_at or d.inputs.now
     bound = timedelta(milliseconds=duration_ms(run_spec.upgrade_policy.ready_within))
     if d.inputs.now - started >= bound:
-        return _abort(d, current, new, run_spec, f"driver {new.name} of the new spec was not Ready (warm) within "
+        return _abort(d, current, new, record, run_spec, f"driver {new.name} of the new spec was not Ready (warm) within "
                                                  f"upgrade.readyWithin ({run_spec.upgrade_policy.ready_within})")  # fmt: skip
     d.phase(Phase.UPGRADING, Reason.UPGRADE_STARTED,
             f"driver {new.name} of the new spec is warming up beside {current.name}, which runs the query meanwhile")  # fmt: skip
@@ -233,13 +236,13 @@ def taking_over(d: Draft, current: Driver) -> Decision | None:
     return d.finish(Verb.WAIT)
 
 
-def _abort(d: Draft, current: Driver, new: Driver, run_spec: QuerySpec, why: str) -> Decision:
+def _abort(d: Draft, current: Driver, new: Driver, record: UpgradeStatus, run_spec: QuerySpec, why: str) -> Decision:
     """The new driver cannot come up: it goes (its pod is deleted), the running driver goes on."""
     d.delete(new, "the warm upgrade failed")
     if d.standby is not None and d.standby.name == new.name:
         d.standby, d.status.standby = None, None
     message = f"{why}; the upgrade is aborted and {current.name} keeps running the previous spec (change the spec to try again)"
-    d.status.upgrade = d.status.upgrade.model_copy(update={"state": FAILED, "message": message})
+    d.status.upgrade = record.model_copy(update={"state": FAILED, "message": message})
     d.event("Warning", Reason.UPGRADE_FAILED, message)
     return _failed_stays(d, current, run_spec, d.status.upgrade)
 

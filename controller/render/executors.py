@@ -92,7 +92,7 @@ def executor_pod_template(settings: Settings, run: Run | None = None) -> dict[st
     """What Spark starts every executor pod from; Spark adds image, resources, env and ports, and its
     own labels to the spec's (runtime.executors: placement, labels and annotations, which Spark keeps)."""
     executors = run.spec.runtime.executors if run is not None else None
-    template = {
+    template: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "spec": {

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 from kubernetes.utils import parse_quantity  # a pure parser: nothing of the API client
 
 
 def mebibytes(quantity: str) -> int:
     """A Kubernetes memory quantity in MiB (rounded up, at least 1)."""
-    return max(1, math.ceil(parse_quantity(quantity) / 2**20))
+    size: Decimal = parse_quantity(quantity)
+    return max(1, math.ceil(size / 2**20))
 
 
 def spark_memory(quantity: str) -> str:
