@@ -191,7 +191,7 @@ def _kill_leftovers() -> None:  # a crashed test run must not leave brokers behi
     for broker in list(_LIVE_BROKERS):
         try:
             broker.stop()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at exit, one broker that fails to stop must not keep the others running
             pass
 
 
@@ -613,8 +613,8 @@ class KafkaBroker:
             timeout,
             lambda: f"{len(wanted - set(out))} of {len(wanted)} records missing from {topic}",
             interval=1,
-            ignore=(KafkaException,),
-        )  # fmt: skip (a metadata error while the topic is written: not yet)
+            ignore=(KafkaException,),  # a metadata error while the topic is written: not yet
+        )
         return out
 
     def consume_all(

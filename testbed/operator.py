@@ -52,7 +52,7 @@ SPARK_APP_CRD = {
         "group": "sparkoperator.k8s.io",
         "scope": "Namespaced",
         "names": {"kind": "SparkApplication", "plural": "sparkapplications", "singular": "sparkapplication",
-                  "shortNames": ["sparkapp"]},  # fmt: skip
+                  "shortNames": ["sparkapp"]},
         "versions": [{
             "name": "v1beta2", "served": True, "storage": True,
             "subresources": {"status": {}},

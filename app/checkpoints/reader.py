@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -178,14 +177,14 @@ class S3Files:
         return CheckpointError(f"s3a://{self.bucket}/{what}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
 
     def list(self, path: str) -> dict[str, float | None] | None:
-        from obstore.exceptions import NotFoundError
+        from obstore.exceptions import BaseError, NotFoundError
 
         prefix = path.strip("/")
         try:
             result = self.store.list_with_delimiter(prefix or None)
         except (NotFoundError, FileNotFoundError):  # obstore raises either, by version and call
             return None
-        except Exception as exc:  # unreachable endpoint, refused credentials, no such bucket
+        except (BaseError, OSError, ValueError) as exc:  # unreachable endpoint, refused credentials, no such bucket
             raise self._fail(prefix, exc) from None
         out: dict[str, float | None] = {}
         for obj in result["objects"]:
@@ -197,13 +196,13 @@ class S3Files:
         return out or None  # an object store has no empty directories
 
     def read(self, path: str) -> str | None:
-        from obstore.exceptions import NotFoundError
+        from obstore.exceptions import BaseError, NotFoundError
 
         try:
             return bytes(self.store.get(path.strip("/")).bytes()).decode(errors="replace")
         except (NotFoundError, FileNotFoundError):  # obstore raises either, by version and call
             return None
-        except Exception as exc:
+        except (BaseError, OSError, ValueError) as exc:  # obstore's own, and the built-ins it raises by version and call
             raise self._fail(path.strip("/"), exc) from None
 
     def join(self, *parts: str) -> str:
@@ -251,10 +250,12 @@ def open_location(location: str | os.PathLike) -> tuple[Files, str]:
         if not parsed.netloc:
             raise CheckpointError(f"{text}: no bucket (use s3a://bucket/path)")
         try:
-            return S3Files(parsed.netloc, _s3_options), parsed.path.strip("/")
+            from obstore.exceptions import BaseError as StoreError
         except ImportError:
             raise CheckpointError("reading s3a:// checkpoints needs obstore (a streamq dependency)") from None
-        except Exception as exc:  # obstore refuses the configuration itself
+        try:
+            return S3Files(parsed.netloc, _s3_options), parsed.path.strip("/")
+        except (StoreError, ValueError) as exc:  # obstore refuses the configuration itself
             raise CheckpointError(f"cannot open {text}: {exc}") from None
     try:
         import fsspec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -78,7 +78,7 @@ LOG_FORMAT_HELP = (
 )
 
 
-class LogFormat(str, Enum):
+class LogFormat(StrEnum):
     AUTO = "auto"
     JSON = "json"
     HUMAN = "human"

@@ -219,7 +219,7 @@ class DriverLease:
                 if record is not None and on_wait is not None and self.clock() - said >= 5.0:
                     said = self.clock()
                     on_wait(record, candidate.expires_in(self.clock()))
-            except Exception as exc:  # the API server away: keep waiting; nobody else can take it meanwhile either
+            except Exception as exc:  # noqa: BLE001 - the API server away, or an answer we cannot read: keep waiting; nobody else can take it meanwhile either
                 log.warning("lease %s: %s", self.name, exc)
             stop.wait(POLL_EVERY_S)
         return False
@@ -245,7 +245,7 @@ class DriverLease:
                     if self._write(record, self.me, acquired=False):
                         self.holder.renewed(sent)
                         renewed(self.holder.deadline)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - this thread must live to see the deadline pass and fence the query
                     log.warning("lease %s: renew failed: %s", self.name, exc)
                 if self.holder.expired(self.clock()):
                     self._lose(f"not renewed for {RENEW_DEADLINE_S:g}s (the API server unreachable?)", on_lost, code)
@@ -272,5 +272,5 @@ class DriverLease:
             if record is not None and record.holder == self.me:
                 self._write(record, None, acquired=False)
                 log.info("released lease %s", self.name)
-        except Exception as exc:  # it expires by itself
+        except Exception as exc:  # noqa: BLE001 - a clean stop goes on whatever failed: the Lease expires by itself
             log.warning("lease %s: release failed: %s", self.name, exc)

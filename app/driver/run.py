@@ -290,9 +290,10 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
         if not run.wait_for_source(reason) or stop.event.wait(delay):
             break
         recovered = None  # said once, by the first run
+
     try:
         stopped_cleanly = run.query is None or not run.query.isActive
-    except Exception:  # the JVM got the signal too (a process group signalled) and is gone
+    except Exception:  # noqa: BLE001 - the JVM got the signal too (a process group signalled) and is gone: py4j's error or a socket's
         stopped_cleanly = False
     if stopped_cleanly:
         # The query first, then Spark: stopping the SparkContext under a running query is
@@ -318,7 +319,7 @@ class _Attempt:
         try:
             df = build_dataframe(spark, spec, starting_offsets)
             self.query = build_writer(df, name, spec, namespace=self.job.doc.namespace).start()
-        except Exception as exc:  # Spark's analyser speaks through several exception types
+        except Exception as exc:  # noqa: BLE001 - Spark, py4j and the plan each raise their own: every one ends the attempt with an exit code
             return classify(exc), one_line(str(exc))
         log.info("query %s started in %s mode (id %s, checkpoint %s)", name, spec.mode, self.query.id, spec.checkpoint.location)
         mark_ready("query started")
@@ -336,12 +337,13 @@ class _Attempt:
 
     def stopped(self, within_s: float) -> bool:
         """Whether the failed query's own thread has ended (a stop times out after Spark's stopTimeout)."""
+
         deadline = time.monotonic() + within_s
         while True:
             try:
                 if self.query is None or not self.query.isActive:
                     return True
-            except Exception:  # the JVM is gone
+            except Exception:  # noqa: BLE001 - the JVM is gone: py4j's error or a socket's
                 return False
             if time.monotonic() >= deadline:
                 return False
@@ -380,7 +382,7 @@ def _stop_spark(spark, seconds: float, tasks_ended=lambda: None) -> None:
     try:
         while running_tasks(spark) and time.monotonic() < deadline:
             time.sleep(0.05)
-    except Exception as exc:  # the JVM went first (it shares a signal): nothing to wait for
+    except Exception as exc:  # noqa: BLE001 - the JVM went first (it shares a signal): py4j's error, or none left to ask; nothing to wait for
         log.debug("could not count running tasks: %s", exc)
     tasks_ended()
     # the process exits next anyway; the JVM goes with it
@@ -399,7 +401,7 @@ def _within(seconds: float, name: str, stop: Callable[[], object], failed: Calla
     def call() -> None:
         try:
             stop()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed stop is reported, never raised: the driver stops or exits next either way
             failed(exc)
 
     stopper = threading.Thread(target=call, name=name, daemon=True)
@@ -414,6 +416,7 @@ def _watch(
     query, stop: StopRequest, watchdog: Watchdog, quiet=None, fence: threading.Event | None = None
 ) -> tuple[ExitCode, str]:
     """How the query ended: (code, one-line reason)."""
+
     while query.isActive:
         if fence is not None and fence.is_set():
             # Another driver may take the query over soon: stop writing now (the lease exits the
@@ -435,7 +438,7 @@ def _watch(
             return watchdog.exit
         try:
             query.awaitTermination(0.5)
-        except Exception:  # the query died; query.exception() below says how
+        except Exception:  # noqa: BLE001 - the query died (or its JVM did: py4j's or a socket's error); query.exception() below says how
             break
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
         return ExitCode.OK, "stop requested"

@@ -13,7 +13,6 @@ only when the checkpoint has no commit to resume from. Replays are possible
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from app.contract.checkpoint import EARLIEST, CheckpointState, KafkaOffsets, offsets_json, parse_offsets_json

@@ -97,7 +97,7 @@ def _start(spark, spec: QuerySpec, name: str, checkpoint: str):
 def _stop(spark, query) -> None:
     try:
         query.stop()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - the real query starts next whatever this stop raised; the slots are waited for below
         log.warning("stopping the warm-up query: %s", _first_line(exc))
     # A stopped continuous query's tasks end asynchronously, and the real query needs every
     # slot at once (one long-running task per partition): wait for them to be free.

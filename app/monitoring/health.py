@@ -12,7 +12,6 @@ shows them. Nothing here does I/O or reads the clock itself.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from app.contract import ExitCode

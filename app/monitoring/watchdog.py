@@ -226,6 +226,7 @@ class Watchdog(threading.Thread):
         return self._clients[endpoint.role]
 
     def observe(self) -> Observation:
+
         try:
             state = read_checkpoint(self.spec.checkpoint.location)
         except CheckpointError:
@@ -250,7 +251,7 @@ class Watchdog(threading.Thread):
                 latest = list_offsets(endpoint, partitions, "latest", self.request_timeout_s, admin)
                 if self.watch.needs_earliest(partitions):
                     earliest = list_offsets(endpoint, partitions, "earliest", self.request_timeout_s, admin)
-            except Exception as exc:  # KafkaException: a leader moving, a timeout; lag is unknown this time
+            except Exception as exc:  # noqa: BLE001 - a leader moving, no answer in time (KafkaException, a future's timeout): lag is unknown this time
                 log.debug("offsets unknown this time: %s", exc)
                 latest = earliest = None
         return Observation(now=self.clock(), wall=self.wall(), state=state, partitions=partitions,

@@ -43,23 +43,26 @@ def analyse(spark, doc: QueryDocument, grace_s: float = GRACE_SECONDS) -> list[P
     step: a refusal there names the transform (spec.transforms[i]) it comes from."""
     spec = _fail_fast(at_least_once(doc.spec))  # never a transactional writer: it would fence the running query's
     with tempfile.TemporaryDirectory(prefix="streamq-validate-") as scratch:
+        # Whatever building the query raises (Spark's analyser, py4j, the plan's own checks) is
+        # Spark's answer about this spec, so each step below catches everything and reports it.
         try:
             df = read_source(spark, spec)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - see above
             return _refused("spec.source", exc)
         for index, step in enumerate(spec.transforms):
             try:
                 df = apply_transform(df, step)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - see above
                 return _refused(f"spec.transforms[{index}]", exc)
         try:
             query = build_writer(df, f"validate-{doc.name}", spec, checkpoint_location=scratch).start()
-        except Exception as exc:  # the mode's own limits (aggregation in continuous mode, ...)
+        except Exception as exc:  # noqa: BLE001 - the mode's own limits (aggregation in continuous mode, ...)
             return _refused("spec", exc)
+
         try:
             query.awaitTermination(grace_s)
             error = query.exception()
-        except Exception as exc:  # awaitTermination raises what killed the query
+        except Exception as exc:  # noqa: BLE001 - awaitTermination raises what killed the query, in whichever type Spark chose
             error = exc
         finally:
             query.stop()

@@ -88,7 +88,7 @@ def conditions(error: BaseException | str) -> list[str]:
     if callable(get):
         try:
             own = get()
-        except Exception:  # a captured JVM exception whose JVM is gone
+        except Exception:  # noqa: BLE001 - a captured JVM exception whose JVM is gone (py4j's error, pyspark's assertion, a socket's)
             own = None
         if own:
             found.append(str(own))

@@ -85,9 +85,11 @@ def describe_topics(endpoint: KafkaEndpoint, timeout_s: float, admin=None, error
         admin = admin_client(endpoint, errors)
     errors = errors if errors is not None else []
     del errors[:-20]  # keep the error callback's list short on a long-lived client
+    from confluent_kafka import KafkaException
+
     try:
         metadata = admin.list_topics(timeout=timeout_s)
-    except Exception as exc:  # KafkaException carries librdkafka's reason
+    except KafkaException as exc:  # it carries librdkafka's reason
         admin.poll(0.5)  # error callbacks are served from poll()
         raise PreflightError(
             ExitCode.SOURCE_UNAVAILABLE,

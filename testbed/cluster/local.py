@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
+from testbed.cluster.base import CACHE, Cluster, kafka_home, log, run, streamq_image_archive
 from testbed.kube import (
     SERVICE_CLUSTER_IP_RANGE,
     KubeApiServer,
@@ -419,7 +419,7 @@ oom_score = 0
         log(f"imported {archive.name} ({stat.st_size >> 20} MiB) as {', '.join(refs)} in {time.monotonic() - t0:.0f}s")
 
     def _import_images(self) -> None:
-        for ref, archive in node_images().items():
+        for archive in node_images().values():
             self.load_image(archive)
         archive = streamq_image_archive()
         if not archive.is_file():
@@ -491,7 +491,7 @@ oom_score = 0
             # Leave the host's conntrack settings alone.
             "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
             "iptables": {"syncPeriod": "30s", "minSyncPeriod": "0s"},
-        }  # fmt: skip
+        }
         path = self.dir / "kube-proxy-config.json"
         path.write_text(json.dumps(proxy, indent=2))
         self.daemons["kube-proxy"] = Daemon("kube-proxy", [str(kube_bin("kube-proxy")), f"--config={path}", "--v=1"], self.dir)
@@ -759,7 +759,7 @@ def cleanup_leftovers() -> None:
     state = {}
     with contextlib.suppress(OSError, ValueError):
         state = json.loads(STATE_FILE.read_text())
-    for name, pid in (state.get("pids") or {}).items():
+    for pid in (state.get("pids") or {}).values():
         with contextlib.suppress(OSError):
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
             if Path(cmdline).name in {"containerd", "kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}:

@@ -72,7 +72,7 @@ def scrape_config(directory: Path, rule_files: list[Path]) -> dict[str, Any]:
                 "metrics_path": "/metrics/prometheus",
                 "file_sd_configs": files(DRIVER_JOB),
                 "metric_relabel_configs": driver_metric_relabelings(),
-            },  # fmt: skip
+            },
         ],
     }
 

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from datetime import datetime
+from itertools import pairwise
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -63,7 +64,7 @@ class SinkWatch:
 
     def largest_gap(self, since: float, until: float) -> float:
         times = [since] + [t for t, _, _ in self.records if since <= t <= until] + [until]
-        return max(b - a for a, b in zip(times, times[1:]))
+        return max(b - a for a, b in pairwise(times))
 
 
 def _partitions_of(bootstrap: str, topic: str, keys: set[str]) -> dict[str, int]:
@@ -167,11 +168,12 @@ def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, chang
             took_lease = _log_time(sq, new_driver, "holding lease")
             assert took_lease is not None, sq.describe(name)
 
-            def steady_after_the_change() -> bool:  # the new driver's output, over 4 s (a slow first batch is waited for)
+            # the new driver's output, over 4 s (a slow first batch is waited for)
+            def steady_after_the_change(took_lease: float = took_lease) -> bool:
                 mine = [t for t, _, _ in watch.records if t >= took_lease]
                 return bool(mine) and mine[-1] - mine[0] >= 4
 
-            wait_for(steady_after_the_change, 120, lambda: f"4 s of output after {new_driver} took the lease\n"
+            wait_for(steady_after_the_change, 120, lambda new_driver=new_driver: f"4 s of output after {new_driver} took the lease\n"
                      + sq.describe(name), interval=0.5)  # fmt: skip
             stop_producing.set()
             producer.join(60)

@@ -60,8 +60,8 @@ def test_sigkill_five_times_mid_stream_loses_and_doubles_nothing(kafka_broker, k
         for kill in range(KILLS):
             before = _committed_batches(checkpoint)
             # mid-stream: this run committed batches of its own, and more input keeps coming
-            wait_for(lambda: _committed_batches(checkpoint) >= before + 2, 300,
-                     lambda: f"two more committed batches before kill {kill + 1}:\n{job.log()[-4000:]}")  # fmt: skip
+            wait_for(lambda before=before: _committed_batches(checkpoint) >= before + 2, 300,
+                     lambda kill=kill, job=job: f"two more committed batches before kill {kill + 1}:\n{job.log()[-4000:]}")  # fmt: skip
             time.sleep(0.4 + 0.3 * kill)  # a different point of the batch cycle each time
             job.kill_all()
             job.wait(30)

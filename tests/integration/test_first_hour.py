@@ -12,9 +12,7 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 

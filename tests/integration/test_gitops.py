@@ -109,7 +109,7 @@ def test_the_api_server_accepts_the_examples_against_argocds_and_fluxs_crds(kube
         applied = kubectl(kube_apiserver, "apply", "--server-side", "-f", str(crd))
         assert applied.returncode == 0, applied.stderr
         name = yaml.safe_load(crd.read_text())["metadata"]["name"]
-        wait_for(lambda: kubectl(kube_apiserver, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=5s").returncode == 0,
+        wait_for(lambda name=name: kubectl(kube_apiserver, "wait", "--for=condition=Established", f"crd/{name}", "--timeout=5s").returncode == 0,
                  60, f"CRD {name} established", interval=1)  # fmt: skip
     for namespace in ("argocd", "flux-system"):
         kubectl(kube_apiserver, "create", "namespace", namespace)

@@ -202,7 +202,7 @@ def _console_rows(output: str) -> list[dict[str, str]]:
         if "value" in cells and "doubled" in cells:
             header = cells
         elif header and len(cells) == len(header):
-            rows.append(dict(zip(header, cells)))
+            rows.append(dict(zip(header, cells, strict=True)))
     return rows
 
 
@@ -355,7 +355,7 @@ def test_archive_imports_into_containerd_under_the_name_pods_use(image_archive: 
             assert imported.returncode == 0, imported.stderr
             listed = subprocess.run([*ctr, "images", "check"], capture_output=True, text=True, check=True).stdout
             # `image: streamq:<tag>` in a pod means docker.io/library/streamq:<tag> to the kubelet.
-            line = next((l for l in listed.splitlines() if l.startswith(f"docker.io/library/streamq:{tag} ")), None)
+            line = next((row for row in listed.splitlines() if row.startswith(f"docker.io/library/streamq:{tag} ")), None)
             assert line, listed
             assert "complete" in line, line
         finally:

@@ -151,7 +151,7 @@ def test_a_deleted_checkpoint_loses_no_records(kafka_broker, kafka_topic, tmp_pa
         second.wait_for_record(lambda r: sum(r["committedOffsets"].get(source, {}).values()) > sum(down.values()), 240,
                                "a commit past the input that arrived while no job ran")  # fmt: skip
         producer.stop()
-        expected = {rec for rec, (p, o) in zip(producer.sent, producer.positions) if o >= start.get(p, 0)} & set(
+        expected = {rec for rec, (p, o) in zip(producer.sent, producer.positions, strict=True) if o >= start.get(p, 0)} & set(
             flagged(producer.sent)
         )
         out = kafka_broker.wait_for_records(sink, expected, timeout=180)

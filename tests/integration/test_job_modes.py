@@ -4,8 +4,6 @@ These run the pipeline in-process on the shared SparkSession (the JVM starts onc
 the lifecycle tests in test_job_lifecycle.py run the job as its own process.
 """
 
-import time
-
 import pytest
 
 from app.contract.load import validate_spec

@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from testbed.kafka_broker import KafkaBroker, spark_kafka_jars
+from testbed.kafka_broker import KafkaBroker
 
 pytestmark = pytest.mark.integration
 
@@ -177,7 +177,7 @@ def test_spark_reads_exact_records_in_batch_mode(kafka_spark, kafka_broker: Kafk
         )
         for r in rows
     }
-    expected = dict(zip(delivered, records))
+    expected = dict(zip(delivered, records, strict=True))
     assert len(rows) == len(records)
     assert {r["topic"] for r in rows} == {topic}
     assert got == expected

@@ -49,7 +49,7 @@ def test_argo_cd_and_kstatus_read_real_queries_alike(cluster, operator):
     for name in ("running", "unschedulable", "invalid", "out-of-restarts"):
         cluster.wait_driver(name, 1)
     cluster.pod_runs("running-driver-1")
-    cluster.core.patch_namespaced_pod_status(
+    cluster.core.patch_namespaced_pod_status(  # what the scheduler writes
         "unschedulable-driver-1",
         cluster.namespace,
         {
@@ -59,7 +59,7 @@ def test_argo_cd_and_kstatus_read_real_queries_alike(cluster, operator):
             }
         },
         _content_type="application/merge-patch+json",
-    )  # fmt: skip  (what the scheduler writes)
+    )
     cluster.pod_dies("invalid-driver-1", 65, "QUERY_REFUSED: Continuous processing does not support Aggregate operations.")
     cluster.pod_dies("out-of-restarts-driver-1", 70, "QUERY_FAILED: broker gone")
 

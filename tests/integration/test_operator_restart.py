@@ -51,7 +51,7 @@ def test_killed_while_starting_many_queries(cluster, start_operator):
 
     start_operator()
     for q in queries:
-        cluster.wait_status(q, lambda s: s.get("driver") == names.driver_name(q, 1) and s.get("phase") == "Starting",
+        cluster.wait_status(q, lambda s, q=q: s.get("driver") == names.driver_name(q, 1) and s.get("phase") == "Starting",
                             what="one driver per query")  # fmt: skip
     for q in queries:
         pods = cluster.driver_pods(q)

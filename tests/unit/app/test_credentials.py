@@ -15,7 +15,7 @@ from app.contract.policy import Policy, is_policy_problem
 from controller.decide import Inputs, decide
 from controller.phases import Phase, Reason
 from controller.status import QueryStatus
-from testbed.specs import changed, query_spec
+from testbed.specs import query_spec
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,10 @@ EXECUTORS = {"runtime.executors": {"instances": 2, "cores": 1, "memory": "1Gi"}}
 PVC = {"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "streamq-cp"}}}
 
 
-def problems(spec: dict, policy: Policy, facts: OperatorFacts = OperatorFacts()) -> list[str]:
+DEFAULT_FACTS = OperatorFacts()
+
+
+def problems(spec: dict, policy: Policy, facts: OperatorFacts = DEFAULT_FACTS) -> list[str]:
     try:
         validate_spec(spec, policy=policy, facts=facts, namespace="team-a")
     except SpecError as exc:

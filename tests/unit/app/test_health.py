@@ -12,7 +12,7 @@ from app.monitoring.health import (
     judge,
     partitions_changed,
     starting_positions,
-)  # fmt: skip
+)
 from app.pipeline.kafka_checks import slot_shortage
 from testbed.specs import query_spec, with_change
 

@@ -170,7 +170,7 @@ BENIGN = {
             "checkpoint": {"location": "/checkpoints/fraud", "volume": PVC},
             "sink.kafka.auth": {"secretRef": {"name": "streamq-kafka-creds"}},
         },
-    ),  # fmt: skip
+    ),
     "a checkpoint in the driver's /tmp, no volume": changed(BASE, {"checkpoint.location": "/tmp/streamq/checkpoints/x"}),
     "a remote checkpoint below the namespace's folder": changed(
         BASE,

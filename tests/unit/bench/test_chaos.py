@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 
 from bench import chaos, report
@@ -22,7 +24,7 @@ def test_the_same_seed_plans_the_same_run_and_another_seed_another():
 def test_faults_come_every_so_often_within_the_jitter_and_within_the_run(seed):
     plan = chaos.schedule(seed, 180, 30, ALL)
     times = [0.0] + [at for at, _ in plan]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in pairwise(times)]
     assert all(180 * 0.8 - 0.1 <= g <= 180 * 1.2 + 0.1 for g in gaps), gaps
     assert 30 * 60 - 180 * 1.2 <= times[-1] < 30 * 60  # nothing planned after the end, and no fault left out before it
     assert 8 <= len(plan) <= 12  # 30 min / 3 min, give or take the jitter

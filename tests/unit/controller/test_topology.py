@@ -36,7 +36,7 @@ def test_drivers_tolerate_a_lost_node_for_node_lost_after(value, seconds):
         assert pod_spec["tolerations"] == [
             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds},
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds},
-        ]  # fmt: skip
+        ]
 
 
 @pytest.mark.parametrize("value, seconds", [(None, 5), ("2m", 120)])
