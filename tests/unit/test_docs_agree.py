@@ -137,3 +137,19 @@ def test_the_readmes_layout_names_every_top_level_folder_and_only_folders_that_e
         for sub in re.findall(r"(?<![\w./-])([a-z_]+)/(?=[\s(:,;])", text.split(None, 1)[1]):
             found = (ROOT / sub).is_dir() or any(d.is_dir() for d in (ROOT / top).rglob(sub)) if (ROOT / top).is_dir() else False
             assert found, f"the Layout names {top}/…{sub}/, which is not in the tree"
+
+
+def test_the_architecture_page_lists_every_module_of_the_operator():
+    """docs/architecture.md: the operator's table names each `controller/**.py` by path (render/'s by
+    file name, in its own table), and names no module that does not exist."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    operator = text.split("## The operator (`controller/`)", 1)[1].split("\n## ", 1)[0]
+    render = text.split("### What the operator creates: `controller/render/`", 1)[1].split("\n## ", 1)[0]
+    modules = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "controller").rglob("*.py"))
+    missing = [m for m in modules if not m.startswith("controller/render/") and f"`{m}`" not in operator]
+    missing += [m for m in modules if m.startswith("controller/render/") and f"`{Path(m).name}`" not in render]
+    assert not missing, f"modules docs/architecture.md does not list: {missing}"
+    named = set(re.findall(r"`(controller/[\w/]+\.py)`", operator))
+    assert named <= set(modules), f"docs/architecture.md names modules that do not exist: {sorted(named - set(modules))}"
+    for name in re.findall(r"^\| `(\w+\.py)`", render, flags=re.M):
+        assert f"controller/render/{name}" in modules, f"render/'s table names {name}, which does not exist"
