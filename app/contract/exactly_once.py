@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from app.contract import sql
+from app.contract.expressions import transform_texts
 from app.contract.modes import Mode
 from app.contract.spec import KafkaSink, QuerySpec, duration_ms
 
@@ -223,8 +224,6 @@ def reader_wait_ms(spec: QuerySpec) -> int:
 def transform_problems(spec: QuerySpec) -> Found:
     if _exactly_once_sink(spec) is None:
         return
-    from app.contract.rules import transform_texts  # rules imports this module's checks
-
     for path, text in transform_texts(spec):
         called = set(sql.called_names(text) or ())
         # Named as written: a call with its parentheses (rand(), current_timestamp()), a bare word without.

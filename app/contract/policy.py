@@ -30,6 +30,7 @@ from kubernetes.utils import parse_quantity
 from pydantic import Field, StringConstraints, field_validator
 
 from app.contract import capacity, exactly_once, hosts, kafka_settings, locations, patterns, placement, sql
+from app.contract.expressions import transform_texts
 from app.contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
@@ -40,7 +41,6 @@ from app.contract.names import (
     TERMINATION_LOG,
 )
 from app.contract.problems import Problem
-from app.contract.rules import transform_texts
 from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantity, QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)

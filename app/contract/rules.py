@@ -20,6 +20,7 @@ from typing import Any
 
 from app.contract import exactly_once, sql
 from app.contract import spec as model
+from app.contract.expressions import transform_texts
 from app.contract.modes import Mode
 from app.contract.problems import Problem
 from app.contract.spec import QuerySpec, duration_ms
@@ -286,21 +287,6 @@ KNOWN_SOURCE_OPTIONS = {
 }
 KNOWN_SINK_OPTIONS = {"includeheaders"}
 SECRET_LOOKING = re.compile(r"password|secret|jaas|token|sasl\.oauthbearer", re.IGNORECASE)
-
-
-def transform_texts(spec: QuerySpec) -> Found:
-    """(path, SQL text) for every expression the transforms hold."""
-    for i, step in enumerate(spec.transforms):
-        at = f".transforms[{i}]"
-        if step.where is not None:
-            yield f"{at}.where", step.where
-        elif step.select is not None:
-            for j, expr in enumerate(step.select):
-                yield f"{at}.select[{j}]", expr
-        elif step.with_column is not None:
-            yield f"{at}.withColumn.expr", step.with_column.expr
-        elif step.sql is not None:
-            yield f"{at}.sql", step.sql
 
 
 def _option_rules(options: dict[str, str], at: str, owned: dict[str, str], known: set[str]) -> Found:

@@ -295,11 +295,9 @@ class LocalCluster(Cluster):
             }
             path.write_text(json.dumps(config, indent=2))
             self.component_kubeconfigs[name] = path
-        self.daemons["kube-controller-manager"] = Daemon("kube-controller-manager", [
-            str(kube_bin("kube-controller-manager")),
-            f"--kubeconfig={self.component_kubeconfigs['controller-manager']}",
-            f"--authentication-kubeconfig={self.component_kubeconfigs['controller-manager']}",
-            f"--authorization-kubeconfig={self.component_kubeconfigs['controller-manager']}",
+        self._start_component(
+            "kube-controller-manager",
+            *self._kubeconfig_flags("controller-manager"),
             f"--service-account-private-key-file={pki.sa_key}",
             f"--root-ca-file={pki.ca_cert}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
@@ -310,18 +308,29 @@ class LocalCluster(Cluster):
             "--controllers=*",
             "--concurrent-gc-syncs=5",
             "--v=1",
-        ], self.dir)  # fmt: skip
-        self.daemons["kube-scheduler"] = Daemon("kube-scheduler", [
-            str(kube_bin("kube-scheduler")),
-            f"--kubeconfig={self.component_kubeconfigs['scheduler']}",
-            f"--authentication-kubeconfig={self.component_kubeconfigs['scheduler']}",
-            f"--authorization-kubeconfig={self.component_kubeconfigs['scheduler']}",
+        )
+        self._start_component(
+            "kube-scheduler",
+            *self._kubeconfig_flags("scheduler"),
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}",
             "--v=1",
-        ], self.dir)  # fmt: skip
+        )
         self._record_pids()
+
+    def _start_component(self, binary: str, *flags: str) -> None:
+        """One of Kubernetes' own binaries, run as the daemon of the same name."""
+        self.daemons[binary] = Daemon(binary, [str(kube_bin(binary)), *flags], self.dir)
+
+    def _kubeconfig_flags(self, component: str) -> tuple[str, ...]:
+        """A control-plane component talks to the API server, and checks who calls it, as itself."""
+        kubeconfig = self.component_kubeconfigs[component]
+        return (
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+        )
 
     def _record_pids(self) -> None:
         self.state["pids"] = {name: d.pid for name, d in self.daemons.items()}
@@ -467,8 +476,8 @@ oom_score = 0
         }  # fmt: skip
         path = self.dir / "kubelet-config.json"
         path.write_text(json.dumps(config, indent=2))
-        self.daemons["kubelet"] = Daemon("kubelet", [
-            str(kube_bin("kubelet")),
+        self._start_component(
+            "kubelet",
             f"--config={path}",
             f"--kubeconfig={self.component_kubeconfigs['kubelet-client']}",
             f"--root-dir={kubelet_dir}",
@@ -476,7 +485,7 @@ oom_score = 0
             f"--hostname-override={NODE_NAME}",
             f"--node-ip={NODE_IP}",
             "--v=1",
-        ], self.dir)  # fmt: skip
+        )
         proxy = {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
@@ -494,7 +503,7 @@ oom_score = 0
         }
         path = self.dir / "kube-proxy-config.json"
         path.write_text(json.dumps(proxy, indent=2))
-        self.daemons["kube-proxy"] = Daemon("kube-proxy", [str(kube_bin("kube-proxy")), f"--config={path}", "--v=1"], self.dir)
+        self._start_component("kube-proxy", f"--config={path}", "--v=1")
         self._record_pids()
 
         def node_ready() -> bool:

@@ -375,23 +375,11 @@ class Queries:
                 return st
             return None
 
-        return wait_for(
-            reached,
-            timeout,
-            lambda: f"{name} in phase {'/'.join(phases)}" + "\n" + self.describe(name),
-            interval=1,
-            ignore=(Exception,),
-        )
+        return self._wait_on_status(name, reached, f"{name} in phase {'/'.join(phases)}", timeout)
 
     def wait_running(self, name: str, timeout: float = 300, since_attempt: int | None = None) -> dict[str, Any]:
         """Running with a driver that has reported progress (the query has started in Spark)."""
-
-        def running() -> dict[str, Any] | None:
-            st = self.status(name)
-            ok = st.get("phase") == "Running" and (since_attempt is None or st.get("attempt", 0) > since_attempt)
-            return st if ok else None
-
-        return wait_for(running, timeout, lambda: f"{name} Running" + "\n" + self.describe(name), interval=1, ignore=(Exception,))
+        return self.wait_phase(name, "Running", timeout=timeout, since_attempt=since_attempt)
 
     def wait_committed(self, name: str, topic: str, offsets: dict[str, int], timeout: float = 120) -> dict[str, Any]:
         """Until status.progress says the query committed at least these source offsets."""
@@ -402,13 +390,12 @@ class Queries:
             ok = all(int(done.get(p, -1)) >= o for p, o in offsets.items())
             return progress if ok else None
 
-        return wait_for(
-            committed,
-            timeout,
-            lambda: f"{name} committing {topic} up to {offsets}" + "\n" + self.describe(name),
-            interval=1,
-            ignore=(Exception,),
-        )
+        return self._wait_on_status(name, committed, f"{name} committing {topic} up to {offsets}", timeout)
+
+    def _wait_on_status(self, name: str, found: Callable[[], dict[str, Any] | None], what: str, timeout: float) -> dict[str, Any]:
+        """Each second until ``found`` returns the part of the status it waits for; a failed read is tried
+        again (the API server may be restarting), and a timeout says what the query was doing."""
+        return wait_for(found, timeout, lambda: f"{what}\n{self.describe(name)}", interval=1, ignore=(Exception,))
 
     def events(self, name: str) -> list[dict[str, Any]]:
         """The StreamingQuery's events (core/v1), oldest first."""

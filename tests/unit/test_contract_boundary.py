@@ -19,6 +19,7 @@ CONTRACTS = {
     "contract-is-standalone",
     "operator-uses-only-the-contract",
     "job-layers",
+    "contract-checks-layers",
     "product-without-harness",
     "bench-does-not-use-tests",
     "testbed-is-below-its-users",
