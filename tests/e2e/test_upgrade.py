@@ -283,7 +283,7 @@ def test_a_change_the_checkpoint_cannot_take_runs_blue_green_from_blues_last_com
         producer = threading.Thread(target=_produce_steadily, args=(kafka, source, payments(RATE * 400, start=90), stop_producing, sent),
                                     daemon=True)  # fmt: skip
         producer.start()
-        time.sleep(6)
+        time.sleep(6)  # blue reads the new feed for a few epochs before the change: its commits are what green starts from
         sq.patch(name, {"spec": {"source": {"kafka": {"topics": [source, other]}}}})
         patched = time.time()
         upgrading = wait_for(lambda: (s := sq.status(name)).get("phase") == "Upgrading" and s, 60, "phase Upgrading",
@@ -291,7 +291,7 @@ def test_a_change_the_checkpoint_cannot_take_runs_blue_green_from_blues_last_com
         assert upgrading["upgrade"].get("blueGreen") is True, upgrading
         done = sq.wait_running(name, timeout=420, since_attempt=status["attempt"])
         assert done["checkpoint"]["location"].endswith("-reset-1"), done["checkpoint"]
-        time.sleep(8)
+        time.sleep(8)  # green keeps running on the feed after the hand-over: its output then is part of the check
         stop_producing.set()
         producer.join(60)
         gap = watch.largest_gap(patched, time.time() - 4)

@@ -188,7 +188,7 @@ def wait_enforced(api_client, namespace: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while dry_run(api_client, namespace, changed(BASE, {"runtime.image": PROBE_IMAGE})) is None:
         assert time.monotonic() < deadline, "the admission policy was never enforced"
-        time.sleep(0.5)
+        time.sleep(0.5)  # the poll interval of this wait (the plugin's policies load from an informer)
 
 
 def python_problems(spec: dict, installed: dict, namespace: str) -> list[str] | None:
@@ -247,7 +247,7 @@ def test_the_cel_type_checks_against_the_crd_schema(kube_apiserver, api_client, 
             if status.get("observedGeneration") == doc["metadata"]["generation"]:
                 return status.get("typeChecking") or {}
             assert time.monotonic() < deadline, f"no type checking of {name}: {status}"
-            time.sleep(0.5)
+            time.sleep(0.5)  # the poll interval of this wait (the type checker writes the status when it has run)
 
     assert type_checking(installed["name"]).get("expressionWarnings", []) == []
 

@@ -89,11 +89,11 @@ def test_a_holder_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
         assert active.acquire(stop)
         active.keep(on_lost=lambda reason: clock.mark("active stops its query"), code=77)
         waiter = acquire_in_thread(standby, clock, "standby holds", stop)
-        time.sleep(3)
+        time.sleep(3)  # the holder renews a few times first: the cut comes between two renewals, not at the start
         proxy.cut()
         clock.mark("cut")
         waiter.join(DURATION_S + RENEW_DEADLINE_S + 10)
-        time.sleep(FENCE_GRACE_S + 0.5)
+        time.sleep(FENCE_GRACE_S + 0.5)  # the fence's grace must pass with no second writer: the duration is the check
     finally:
         stop.set()
         proxy.close()
@@ -111,7 +111,7 @@ def test_two_candidates_for_a_free_lease_get_one_holder(api_client, lease_namesp
     clock, stop = Clock(), threading.Event()
     leases = [DriverLease("q-driver", lease_namespace, f"q-driver-{i}", api=coordination(api_client)) for i in range(4)]
     threads = [acquire_in_thread(lease, clock, lease.me, stop) for lease in leases]
-    time.sleep(3)
+    time.sleep(3)  # the race itself: four candidates try for 3 s, and exactly one may have won by then
     stop.set()
     for t in threads:
         t.join(5)

@@ -166,5 +166,5 @@ def test_kubectl_explain_prints_each_fields_description(kube_apiserver, streamq_
         shown = kube_apiserver.kubectl("explain", f"sq.{field}", check=False)
         if expected in " ".join(shown.stdout.split()) or time.monotonic() > deadline:
             break
-        time.sleep(0.5)
+        time.sleep(0.5)  # the poll interval of this wait (kubectl explain has no watch)
     assert expected in " ".join(shown.stdout.split()), f"kubectl explain sq.{field}:\n{shown.stdout}{shown.stderr}"

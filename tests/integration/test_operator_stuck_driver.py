@@ -49,7 +49,7 @@ def test_a_driver_stuck_terminating_is_reported_then_force_deleted_and_replaced(
         wait_for(lambda: cluster.core.read_namespaced_pod("q-driver-1", cluster.namespace).metadata.deletion_timestamp,
                  30, "the driver's deletion to start")  # fmt: skip
         deleted = time.monotonic()
-        time.sleep(GRACE_S + 2)
+        time.sleep(GRACE_S + 2)  # the claim is that nothing happens within the grace: the wait is the check
         assert cluster.core.read_namespaced_pod("q-driver-1", cluster.namespace).metadata.deletion_timestamp
         assert [p.metadata.name for p in cluster.driver_pods("q")] == ["q-driver-1"], "no second driver beside it"
 

@@ -146,7 +146,7 @@ def test_a_driver_cut_off_from_the_api_server_stops_before_the_standby_runs(
                 seen["active exited"] = time.monotonic() - cut
             if "standby holds" not in seen and holds(standby):
                 seen["standby holds"] = time.monotonic() - cut
-            time.sleep(0.1)
+            time.sleep(0.1)  # the poll interval: two events timed to a tenth of a second
         print(f"seconds after the cut: {seen}; active exit code {active.proc.returncode}")
         assert active.proc.returncode == ExitCode.LEASE_LOST, active.log()[-3000:]
         assert "lost lease" in active.log() and "lost the driver lease" in active.termination_message()

@@ -121,7 +121,7 @@ def test_without_a_standby_the_query_runs_on_the_other_worker_within_90s(cluster
     old, node = active["metadata"]["name"], active["spec"]["nodeName"]
     during = payments(RATE * 120, start=len(first))
     producer = kafka.produce_paced(source, during, RATE)
-    time.sleep(5)
+    time.sleep(5)  # the feed runs through the driver for a while before its node stops: records in flight at the fault
     cluster.pause_node(node)
     paused_at, t0 = time.time(), time.monotonic()
     try:
@@ -174,7 +174,7 @@ def test_an_executors_node_stopped_loses_nothing(cluster, kafka, sq, object_stor
     assert victims, f"every executor landed on the driver's node {driver_node}: {executors}"
     during = payments(RATE * 30, start=len(first))
     producer = kafka.produce_paced(source, during, RATE)
-    time.sleep(5)
+    time.sleep(5)  # the feed runs through the executors for a while before their node stops
     cluster.pause_node(victims[0])
     t0 = time.monotonic()
     try:
