@@ -115,6 +115,13 @@ class Kafka:
         read_committed, as a reader of an exactlyOnce sink must: records of a transaction that
         was aborted (a writer killed before its commit) are not read, nor those of one still
         open. A topic written without transactions reads the same either way."""
+        return [record for record, _ in self._read(topic, timeout)]
+
+    def positions(self, topic: str, timeout: float = 30) -> dict[str, tuple[int, int]]:
+        """Where each key of the topic was written: (partition, offset) of its last record."""
+        return {key: where for (key, _), where in self._read(topic, timeout)}
+
+    def _read(self, topic: str, timeout: float) -> list[tuple[tuple[str, str], tuple[int, int]]]:
         ends = self.end_offsets(topic)
         consumer = Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
@@ -122,7 +129,7 @@ class Kafka:
             "isolation.level": "read_committed",
         })  # fmt: skip
         consumer.assign([TopicPartition(topic, int(p), 0) for p in ends])
-        records: list[tuple[str, str]] = []
+        records: list[tuple[tuple[str, str], tuple[int, int]]] = []
         done = {p for p, end in ends.items() if end == 0}
         deadline = time.monotonic() + timeout
         try:
@@ -136,7 +143,8 @@ class Kafka:
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         done.add(str(msg.partition()))
                     continue
-                records.append(((msg.key() or b"").decode(), (msg.value() or b"").decode()))
+                record = ((msg.key() or b"").decode(), (msg.value() or b"").decode())
+                records.append((record, (msg.partition(), msg.offset())))
                 if msg.offset() + 1 >= ends[str(msg.partition())]:
                     done.add(str(msg.partition()))
         finally:

@@ -19,6 +19,9 @@ def _amount(record: tuple[str, str]) -> int:
     return json.loads(record[1])["amount"]
 
 
+# CI time (~80 s): test_upgrade.py changes the same `where` under a steady feed and asserts more
+# (nothing lost, the checkpoint kept, the gap), so CI runs that one.
+@pytest.mark.slow
 def test_filter_change_restarts_on_the_checkpoint(cluster, kafka, sq):
     """Changing the `where` restarts the query on its checkpoint: records already
     processed are not read again, new records go through the new filter."""

@@ -122,12 +122,21 @@ def _assert_resumed(before: CheckpointState, after: CheckpointState, source: str
     assert all(resumed[p] >= o for p, o in at_stop.items()), (at_stop, resumed)
 
 
-def _assert_delivered(out: Output) -> None:
+def _assert_delivered(out: Output, kafka: Kafka, source: str, before: CheckpointState) -> None:
+    """Every record out once at least, and replayed from the last committed epoch, not from the start.
+
+    How many epochs the store had not committed yet when the driver died depends on how fast it
+    takes writes (several on a loaded node), so the bound is where, not how many: no payment the
+    checkpoint read before the death had committed comes out twice."""
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
-    # Replayed from the last committed epoch, not from the start: everything written before the
-    # driver died (well over 2 epochs' worth) would come back otherwise.
-    assert out.duplicates <= 2 * EPOCH + 5, f"{out.duplicates} duplicates, more than two epochs' worth ({2 * EPOCH})"
+    committed, where = before.kafka_offsets()[source], kafka.positions(source)
+    twice = Counter(key for key, _ in out.records)
+    replayed = [(key, where[key]) for key, n in twice.items() if n > 1 and where[key][1] < committed.get(where[key][0], 0)]
+    assert not replayed, (
+        f"{len(replayed)} payments committed before the driver died came out again: {replayed[:5]}, committed {committed}"
+    )
+    assert out.duplicates < len(out.unique), out.summary()
 
 
 @dataclass
@@ -195,7 +204,7 @@ def test_driver_pod_deleted_resumes_from_the_object_store_and_inspect_reads_it(c
                  f"{after.last_committed}, {run.location}")  # fmt: skip
     assert back["driver"] != pod and back["checkpoint"]["location"] == run.location
     _assert_resumed(before, after, run.source)
-    _assert_delivered(out)
+    _assert_delivered(out, kafka, run.source, before)
     _no_secret_shown(sq, run.name, object_store, [back["driver"]])
 
     # streamq checkpoint inspect s3a://... from this machine: the committed offsets, no lag left
@@ -245,7 +254,7 @@ def test_the_standby_takes_over_from_the_object_store(cluster, kafka, sq, object
     assert "holding lease" in log and "taken over" in log
     assert taken["restarts"] == run.status.get("restarts", 0) + 1 and taken["attempt"] > run.status["attempt"]
     _assert_resumed(before, after, run.source)
-    _assert_delivered(out)
+    _assert_delivered(out, kafka, run.source, before)
     _no_secret_shown(sq, run.name, object_store, [standby])
 
 

@@ -63,6 +63,9 @@ def _recovery(cluster, kafka, sq, how: str) -> None:
     assert out.duplicates <= 2 * epoch + 5, f"{out.duplicates} duplicates, more than two epochs' worth ({2 * epoch})"
 
 
+# CI time (~75 s): a deleted driver pod resuming on its checkpoint is in CI twice already,
+# test_object_store.py (the store) and test_faults_data.py (a persistent volume).
+@pytest.mark.slow
 def test_driver_pod_deleted_mid_stream(cluster, kafka, sq):
     _recovery(cluster, kafka, sq, "pod deleted")
 
