@@ -103,14 +103,19 @@ def deploy_kafka(cluster: Cluster) -> str:
     return bootstrap
 
 
-# What tests/e2e/test_fraud_filter.py places its pods with: the platform allows that priority class,
-# toleration key and label and annotation prefix, and nothing else of the kind.
+UNPULLABLE_IMAGE = "streamq-e2e-unpullable.invalid/streamq:missing"
+
+# The e2e install's policy beside the chart's defaults: what tests/e2e/test_fraud_filter.py places its pods
+# with (that priority class, toleration key, label and annotation prefix, and nothing else of the kind).
 E2E_PRIORITY_CLASS = "streamq-e2e-streaming"
-PLACEMENT_POLICY = {
+E2E_POLICY = {
     "allowedPriorityClasses": [E2E_PRIORITY_CLASS],
     "allowedTolerationKeys": ["example.com/dedicated"],
     "allowedLabelPrefixes": ["example.com/*"],
     "allowedAnnotationPrefixes": ["example.com/*"],
+    # tests/e2e/test_waiting.py names it (containerd on the e2e node sends every registry to a closed
+    # loopback port: it never pulls); allowed from the start, as a new policy would roll the operator.
+    "allowedImages": [UNPULLABLE_IMAGE],
 }
 
 
@@ -138,7 +143,7 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
         "--set-string", "operator.extraEnv[0].value=5",
         *placement,
         # (an earlier chart, test_helm_upgrade's, has no such values)
-        *([] if chart else [arg for key, value in PLACEMENT_POLICY.items()
+        *([] if chart else [arg for key, value in E2E_POLICY.items()
                             for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]),
         "--wait", "--timeout", "5m",
     )  # fmt: skip

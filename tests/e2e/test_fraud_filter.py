@@ -58,7 +58,7 @@ def test_fraud_filter_with_executor_pods(cluster, kafka, sq_restricted):
                          "--dry-run=server", check=False)  # fmt: skip
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr  # the namespace enforces
     name = sq.name("fraud-exec")
-    # Placed as a platform places streaming pods (the policy allows these: testbed.cluster.addons.PLACEMENT_POLICY)
+    # Placed as a platform places streaming pods (the policy allows these: testbed.cluster.addons.E2E_POLICY)
     sq.kubectl(
         "apply",
         "-f",

@@ -13,8 +13,7 @@ import time
 import pytest
 import yaml
 
-from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
-from testbed.cluster.base import REPO_ROOT
+from testbed.cluster.addons import UNPULLABLE_IMAGE
 from testbed.cluster.workload import figure, fraud_spec
 from testbed.wait import wait_for
 from tests.unit.controller.gitops_rules import argo_health, kstatus
@@ -22,8 +21,6 @@ from tests.unit.controller.gitops_rules import argo_health, kstatus
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 SAID_WITHIN_S = 30
-# containerd on the e2e node sends every registry to a closed loopback port: this never pulls.
-UNPULLABLE = "streamq-e2e-unpullable.invalid/streamq:missing"
 
 
 def _conditions(status: dict) -> dict[str, dict]:
@@ -98,25 +95,9 @@ def test_a_missing_pvc_is_said_and_the_query_starts_once_it_exists(cluster, kafk
         cluster.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false", check=False)
 
 
-@pytest.fixture
-def unpullable_allowed(cluster):
-    """The platform's policy lets queries name UNPULLABLE (a new policy rolls the operator);
-    put back afterwards, so that the other scenarios see the install they expect."""
-
-    def policy(images: list[str]) -> None:  # --set-json: helm's --set makes {} a list of one empty string
-        cluster.helm("upgrade", RELEASE, str(REPO_ROOT / "charts" / "streamq"), "--namespace", OPERATOR_NAMESPACE,
-                     "--reuse-values", "--set-json", f"policy.allowedImages={json.dumps(images)}",
-                     "--wait", "--timeout", "5m")  # fmt: skip
-        cluster.kubectl("-n", OPERATOR_NAMESPACE, "rollout", "status", "deployment/streamq-operator", "--timeout=300s")
-
-    policy([UNPULLABLE])
-    try:
-        yield UNPULLABLE
-    finally:
-        policy([])
-
-
-def test_an_image_that_cannot_be_pulled_is_said_once_and_stays_retryable(cluster, kafka, sq, unpullable_allowed):
+def test_an_image_that_cannot_be_pulled_is_said_once_and_stays_retryable(cluster, kafka, sq):
+    # The session's policy allows the image (testbed.cluster.addons.E2E_POLICY); it never pulls.
+    unpullable_allowed = UNPULLABLE_IMAGE
     name = sq.name("nopull")
     spec = fraud_spec(f"{name}-payments", f"{name}-flagged", None, **{"runtime.image": unpullable_allowed})
     t0 = time.monotonic()
