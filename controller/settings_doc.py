@@ -4,8 +4,8 @@
     python -m controller.settings_doc --write    # rewrite docs/reference.md (the spec's part too)
     python -m controller.settings_doc --check    # exit 1 when the page drifts from the models
 
-Generated from controller/config.py: each variable's description and chart value are its
-Field's in ``_SettingsEnv``, its default is the ``Settings`` field's. The spec's part comes
+Generated from controller/config.py: each variable's default, description and chart value
+are its field's in ``Settings`` (the fields a variable sets). The spec's part comes
 from ``app.contract.reference``, which cannot import the operator and keeps this part as is.
 A unit test fails when a variable has no description or the committed page drifts.
 """
@@ -13,14 +13,14 @@ A unit test fails when a variable has no description or the committed page drift
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import Any
 
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from app.contract import reference
-from controller.config import Settings, _SettingsEnv
+from controller.config import Settings
 
 INTRO = """## Operator settings
 
@@ -38,14 +38,13 @@ def extra(field: FieldInfo) -> dict[str, Any]:
     return field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
 
 
-def default_of(name: str, field: FieldInfo) -> str:
-    """The Settings dataclass' default, where the defaults are written; a factory's is said in words."""
+def default_of(field: FieldInfo) -> str:
+    """The field's default; a factory's is said in words (json_schema_extra's `default`)."""
     if "default" in extra(field):
         return str(extra(field)["default"])
-    own = {f.name: f for f in dataclasses.fields(Settings)}.get(name)
-    if own is None or own.default is dataclasses.MISSING or own.default is None:
+    value = field.get_default(call_default_factory=False)
+    if value is None or value is PydanticUndefined:
         return "—"
-    value = own.default
     if value == "":
         return "empty"
     if isinstance(value, float) and value.is_integer():
@@ -53,16 +52,16 @@ def default_of(name: str, field: FieldInfo) -> str:
     return f"`{value}`"
 
 
+def variables() -> dict[str, FieldInfo]:
+    """The fields of ``Settings`` a variable sets, by variable, in the model's order."""
+    return {variable: Settings.model_fields[name] for name, variable in Settings.variables().items()}
+
+
 def rows() -> list[tuple[str, str, str, str]]:
     """(variable, default, chart value, description) of every variable, in the model's order."""
     return [
-        (
-            str(field.validation_alias),
-            default_of(name, field),
-            str(extra(field).get("chart", "—")),
-            " ".join((field.description or "").split()),
-        )  # fmt: skip
-        for name, field in _SettingsEnv.model_fields.items()
+        (variable, default_of(field), str(extra(field).get("chart", "—")), " ".join((field.description or "").split()))
+        for variable, field in variables().items()
     ]
 
 

@@ -1,75 +1,58 @@
 """Settings read from environment variables (pydantic-settings), the operator's and the job's alike.
 
-A subclass of ``EnvSettings`` has one field per variable, the variable's name as the field's
-``validation_alias``, and ``None`` as its default: ``given()`` is then only what the environment
-set, and the caller's own defaults (a dataclass's) stay the one place the defaults are written.
+A subclass of ``EnvSettings`` is the settings: each field is declared once, with its default,
+its variable as ``validation_alias`` and its description. A field without an alias is not
+meant to be set from the environment (a command-line flag's, say).
 
-    class _Env(EnvSettings):
-        image: str | None = Field(None, validation_alias="STREAMQ_JOB_IMAGE")
-        namespace: EmptyIsUnset = Field(None, validation_alias="STREAMQ_OPERATOR_NAMESPACE")
+    class JobSettings(EnvSettings):
+        image: str = Field("streamq:1", validation_alias="STREAMQ_JOB_IMAGE", description="...")
 
-    _Env.read()                 # os.environ
-    _Env.read({"STREAMQ_...": "..."})  # a mapping instead (tests)
+    JobSettings.from_env()                        # os.environ
+    JobSettings.from_env({"STREAMQ_JOB_IMAGE": "x"})  # a mapping instead (tests), not os.environ
+    JobSettings(image="x")                        # by field name: os.environ for the rest
 
 Names match exactly (case-sensitive), no .env or secrets file is read, other variables are
-ignored. A value that does not parse (``STREAMQ_RUN_AS_USER=abc``) raises pydantic's
-``ValidationError``, a ``ValueError`` that names the variable.
+ignored, and a variable set to "" counts as not set (the field's default applies). A value
+that does not parse (``STREAMQ_RUN_AS_USER=abc``) raises pydantic's ``ValidationError``, a
+``ValueError`` that names the variable. (pydantic-settings also reads a field from a variable
+spelled as the field's name, ``job_image``, since fields may be given by name; nothing sets
+such lowercase variables.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextvars import ContextVar
-from typing import Annotated, Any, Self
+from typing import Any, Self
 
-from pydantic import BeforeValidator
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
-from pydantic_settings.sources.utils import parse_env_vars
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["EmptyIsUnset", "EnvSettings"]
-
-# The mapping read() was given, while it builds the settings; None: os.environ.
-_MAPPING: ContextVar[Mapping[str, str] | None] = ContextVar("streamq_env_mapping", default=None)
-
-# A variable set to "" counts as not set (the caller's default applies), for str fields.
-EmptyIsUnset = Annotated[str | None, BeforeValidator(lambda value: value or None)]
-
-
-class _MappingSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping instead of os.environ."""
-
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]):
-        self._mapping = env
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(self._mapping, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+__all__ = ["EnvSettings"]
 
 
 class EnvSettings(BaseSettings):
-    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        case_sensitive=True, env_ignore_empty=True, extra="ignore", frozen=True, populate_by_name=True
+    )
 
     @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        env = _MAPPING.get()
-        return init_settings, env_settings if env is None else _MappingSource(settings_cls, env)
+    def variables(cls) -> dict[str, str]:
+        """Each field that a variable sets: field name -> variable."""
+        return {name: f.validation_alias for name, f in cls.model_fields.items() if isinstance(f.validation_alias, str)}
 
     @classmethod
-    def read(cls, env: Mapping[str, str] | None = None) -> Self:
-        """The variables of ``env`` (os.environ when None)."""
-        token = _MAPPING.set(env)
-        try:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        """The variables of ``env`` (os.environ when None); a variable not set, or set to "", keeps its default.
+
+        A given mapping is the whole environment: every variable's field is given outright, the
+        mapping's value or the field's default, and init arguments come before os.environ in
+        pydantic-settings (``model_validate`` would read os.environ too).
+        """
+        if env is None:
             return cls()
-        finally:
-            _MAPPING.reset(token)
-
-    def given(self) -> dict[str, Any]:
-        """The fields the environment set (an empty ``EmptyIsUnset`` variable is not set)."""
-        return self.model_dump(exclude_unset=True, exclude_none=True)
+        values: dict[str, Any] = {}
+        for name, variable in cls.variables().items():
+            if env.get(variable):
+                values[variable] = env[variable]  # by the variable's name: an error names it
+            else:
+                values[name] = cls.model_fields[name].get_default(call_default_factory=True, validated_data={})
+        return cls(**values)

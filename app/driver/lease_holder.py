@@ -14,13 +14,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pydantic import Field
 
-from app.contract.environment import EmptyIsUnset, EnvSettings
+from app.contract.environment import EnvSettings
 from app.contract.lease import (
     DURATION_S,
     FENCE_GRACE_S,
@@ -91,12 +91,12 @@ class Holder:
         return now >= self.deadline
 
 
-class _LeaseEnv(EnvSettings):
+class LeaseSettings(EnvSettings):
     """The variables the operator sets on a standby query's driver pod (``DriverLease.from_env``)."""
 
-    name: EmptyIsUnset = Field(None, validation_alias=LEASE_ENV)  # unset or empty: not a standby query
-    namespace: str = Field("default", validation_alias=POD_NAMESPACE_ENV)
-    pod: EmptyIsUnset = Field(None, validation_alias=POD_NAME_ENV)  # unset or empty: streamq-<pid>
+    lease: str | None = Field(None, validation_alias=LEASE_ENV)  # unset or empty: not a standby query
+    pod_namespace: str = Field("default", validation_alias=POD_NAMESPACE_ENV)
+    pod_name: str | None = Field(None, validation_alias=POD_NAME_ENV)  # unset or empty: streamq-<pid>
 
 
 def _now_micro() -> datetime:
@@ -120,12 +120,12 @@ class DriverLease:
         self._looking: Candidate | None = None
 
     @classmethod
-    def from_env(cls, env=None) -> DriverLease | None:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> DriverLease | None:
         """The lease the operator named on a standby query's driver pod; None for every other run."""
-        found = _LeaseEnv.read(env)
-        if not found.name:
+        found = LeaseSettings.from_env(env)
+        if not found.lease:
             return None
-        return cls(found.name, found.namespace, found.pod or f"streamq-{os.getpid()}")
+        return cls(found.lease, found.pod_namespace, found.pod_name or f"streamq-{os.getpid()}")
 
     @property
     def api(self):

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Self
 
 from pydantic import Field
 
@@ -55,32 +56,23 @@ STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in p
 SOURCE_PROBE_S = 5.0  # while waiting for a broker: one look, and one SourceUnavailable record, this often
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    progress_file: str | None = None
-    termination_log: str = TERMINATION_LOG
-    broker_timeout_s: float = 30.0
+class RunOptions(EnvSettings):
+    """How the job runs: the driver pod's variables (read when asked, never at import), and the CLI's flags."""
+
+    progress_file: str | None = Field(None, validation_alias=PROGRESS_FILE_ENV)
+    termination_log: str = Field(TERMINATION_LOG, validation_alias="STREAMQ_TERMINATION_LOG")
+    broker_timeout_s: float = Field(30.0, validation_alias="STREAMQ_BROKER_TIMEOUT_SECONDS")
     preflight_timeout_s: float = 15.0
     starting_offsets: str | None = None  # used only when the checkpoint has nothing to resume from
-    watch_period_s: float = 2.0
-    report_every_s: float = 10.0
+    watch_period_s: float = Field(2.0, validation_alias="STREAMQ_WATCH_PERIOD_SECONDS")
+    report_every_s: float = Field(10.0, validation_alias="STREAMQ_REPORT_PERIOD_SECONDS")
     human: bool = False  # progress as one readable line on a terminal instead of JSON (app.console.lines)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides) -> RunOptions:
-        """The driver pod's environment (read when asked, never at import); keyword arguments win."""
-        found = cls(**_RunEnv.read(env).given())
-        return replace(found, **{k: v for k, v in overrides.items() if v is not None})
-
-
-class _RunEnv(EnvSettings):
-    """The variables ``RunOptions.from_env`` reads, one a field of ``RunOptions`` (None: not set)."""
-
-    progress_file: str | None = Field(None, validation_alias=PROGRESS_FILE_ENV)
-    termination_log: str | None = Field(None, validation_alias="STREAMQ_TERMINATION_LOG")
-    broker_timeout_s: float | None = Field(None, validation_alias="STREAMQ_BROKER_TIMEOUT_SECONDS")
-    watch_period_s: float | None = Field(None, validation_alias="STREAMQ_WATCH_PERIOD_SECONDS")
-    report_every_s: float | None = Field(None, validation_alias="STREAMQ_REPORT_PERIOD_SECONDS")
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:
+        """The driver pod's environment (os.environ when ``env`` is None); keyword arguments that are not None win."""
+        found = super().from_env(env)
+        return found.model_copy(update={k: v for k, v in overrides.items() if v is not None})
 
 
 def write_termination_log(path: str, message: str) -> None:
