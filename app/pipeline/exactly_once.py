@@ -24,13 +24,16 @@ writers, as Spark's own Kafka writer ships its JAAS option; they are never logge
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import tempfile
 import time
+from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 from app.checkpoints.reader import read_checkpoint
 from app.contract import failpoints
@@ -51,6 +54,9 @@ DEFAULT_NAMESPACE = "default"  # a job run outside Kubernetes (streamq dev, test
 SEND_TIMEOUT_S = 60.0
 MARKER_WINDOW = 64  # offsets read back from a control partition's end first (a marker + a commit marker per batch)
 HASHED_COLUMNS = ("key", "value", "partition")  # what decides a row's writer: what Kafka gets of it
+# A file the driver and the writers append one JSON line per batch and writer to, with the seconds
+# each step took (bench.latency sets it; docs/latency-attribution.md reads it). Unset: nothing is timed.
+SPANS_ENV = "STREAMQ_EXACTLY_ONCE_SPANS"
 
 
 def namespace_of(namespace: str | None) -> str:
@@ -103,8 +109,10 @@ class ExactlyOnceSink:
         self.timeout_ms = duration_ms(settings.timeout)
         self._checkpoint_id: str | None = None
         self._control_ready = False
+        self.spans = os.environ.get(SPANS_ENV) or None
 
     def __call__(self, df, batch_id: int) -> None:
+        started = time.monotonic()
         if not self._control_ready:
             ensure_control_topic(self.config, self.control, self.writers)
             self._control_ready = True
@@ -114,8 +122,10 @@ class ExactlyOnceSink:
             raise ValueError(f"the Kafka sink needs a column named value (the query gives {', '.join(df.columns)})")
         readers = {**self.config, "group.id": self.group}
         task = WriteTask({**self.config, **self.producer_settings}, readers, self.topic, self.control, self.prefix,
-                         self.writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed())  # fmt: skip
+                         self.writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed(), self.spans)  # fmt: skip
         df.select(*columns).repartition(self.writers, *columns).foreachPartition(task)
+        if self.spans:
+            _record(self.spans, {"side": "driver", "batch": batch_id, "foreachBatch": time.monotonic() - started})
 
     def _checkpoint(self) -> str:
         """The query id Spark keeps in the checkpoint's metadata (written when the query is created,
@@ -157,44 +167,153 @@ def ensure_control_topic(config: dict[str, str], topic: str, partitions: int) ->
         time.sleep(0.2)
 
 
+@dataclass
+class _Kept:
+    """A writer's transactional producer, kept for the life of its Python worker (Spark reuses them),
+    with the last marker it committed or read. While no other producer has taken its transactional
+    id, every commit in its control partition since its ``init_transactions`` is its own, so that
+    marker is the partition's last: the next batch needs neither a new ``init_transactions`` nor a
+    read. Whether another has taken the id is asked of the broker, not assumed: the kept producer
+    sends the marker first and waits for it; a fenced producer learns it then, and the writer starts
+    over as a new one would (docs/architecture.md, "Producers kept between batches")."""
+
+    config: dict[str, str]
+    producer: Any
+    last: Marker | None = None
+
+
+_KEPT: dict[str, _Kept] = {}  # by transactional id, in this Python worker
+
+
+@dataclass
+class _Timer:
+    """Seconds per step of one writer's part of one batch (the spans file; nothing when unset)."""
+
+    path: str | None
+    record: dict[str, Any] = field(default_factory=dict)
+    _at: float = field(default_factory=time.monotonic)
+
+    def step(self, name: str) -> None:
+        now = time.monotonic()
+        self.record[name] = self.record.get(name, 0.0) + now - self._at
+        self._at = now
+
+    def done(self, **facts: Any) -> None:
+        if self.path:
+            _record(self.path, {**self.record, **facts})
+
+
+def _record(path: str, line: dict[str, Any]) -> None:
+    with open(path, "a") as out:  # one write per line: lines of concurrent writers stay whole
+        out.write(json.dumps(line) + "\n")
+
+
 class WriteTask:
     """One writer's part of one batch, in a Spark task (pickled to the executors)."""
 
-    def __init__(self, producer_config, config, topic, control, prefix, writers, timeout_ms, checkpoint, batch, failpoint):
+    def __init__(self, producer_config, config, topic, control, prefix, writers, timeout_ms, checkpoint, batch, failpoint,
+                 spans=None):  # fmt: skip
         self.producer_config, self.config, self.topic, self.control, self.prefix = producer_config, config, topic, control, prefix
         self.writers, self.timeout_ms, self.checkpoint, self.batch = writers, timeout_ms, checkpoint, batch
-        self.failpoint = failpoint
+        self.failpoint, self.spans = failpoint, spans
 
     def __call__(self, rows) -> None:
-        from confluent_kafka import Producer
         from pyspark import TaskContext
 
+        timer = _Timer(self.spans)
         rows = iter(rows)
         first = next(rows, None)
         if first is None:
             return  # this writer has no rows in this batch, and has none on any replay of it
         writer = TaskContext.get().partitionId()
-        producer = Producer({**self.producer_config, "transactional.id": f"{self.prefix}{writer}",
-                             "transaction.timeout.ms": str(self.timeout_ms)})  # fmt: skip
-        producer.init_transactions(SEND_TIMEOUT_S)  # fence first, then look
-        if already_written(last_marker(self.config, self.control, writer), self.checkpoint, self.batch, writer):
+        timer.step("firstRow")
+        marker = Marker(self.checkpoint, self.batch, writer, self.writers)
+        kept, how = self._kept(writer, marker, timer)
+        if kept is None:
+            timer.done(side="writer", batch=self.batch, writer=writer, producer=how, rows=0, skipped=True)
             return
-        producer.begin_transaction()
+        producer = kept.producer
+        sent = 1
         try:
             for row in chain([first], rows):
                 _send(producer, self.topic, row)
-            marker = Marker(self.checkpoint, self.batch, writer, self.writers)
-            _send_raw(producer, self.control, str(writer).encode(), marker.encode(), writer)
+                sent += 1
+            timer.step("produce")
             if self.failpoint is Failpoint.KILL_BEFORE_COMMIT and _first_time(self.prefix, self.checkpoint, self.batch, writer):
                 producer.flush(SEND_TIMEOUT_S)  # the rows are on the broker, in a transaction left open
                 os.kill(os.getpid(), signal.SIGKILL)
             producer.commit_transaction(SEND_TIMEOUT_S)
+            timer.step("commit")
         except BaseException:
+            _KEPT.pop(self._id(writer), None)  # the next batch starts with init_transactions
             try:
                 producer.abort_transaction(SEND_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - fenced or broker gone: the next incarnation's init aborts it
                 pass
             raise
+        kept.last = marker
+        timer.done(side="writer", batch=self.batch, writer=writer, producer=how, rows=sent - 1, skipped=False)
+
+    def _id(self, writer: int) -> str:
+        return f"{self.prefix}{writer}"
+
+    def _kept(self, writer: int, marker: Marker, timer: _Timer) -> tuple[_Kept | None, str]:
+        """The writer's producer with a transaction begun and this batch's marker sent in it, and
+        whether it was kept from an earlier batch ("kept"), taken over from a fenced one ("fenced") or
+        made ("new"). None (the batch is already committed) when the last marker says so."""
+        config = {**self.producer_config, "transactional.id": self._id(writer), "transaction.timeout.ms": str(self.timeout_ms)}
+        kept = _KEPT.get(self._id(writer))
+        how = "new"
+        if kept is not None and kept.config == config:
+            if already_written(kept.last, self.checkpoint, self.batch, writer):
+                return None, "kept"
+            if _begin_with_marker(kept.producer, self.control, marker):
+                timer.step("begin")
+                return kept, "kept"
+            how = "fenced"  # another producer took the id since: start over as a new producer would
+        _KEPT.pop(self._id(writer), None)
+        timer.step("begin")
+        from confluent_kafka import Producer
+
+        producer = Producer(config)
+        producer.init_transactions(SEND_TIMEOUT_S)  # fence first, then look
+        timer.step("init")
+        kept = _Kept(config, producer, last_marker(self.config, self.control, writer))
+        timer.step("marker")
+        _KEPT[self._id(writer)] = kept
+        if already_written(kept.last, self.checkpoint, self.batch, writer):
+            return None, how
+        producer.begin_transaction()
+        _send_raw(producer, self.control, str(writer).encode(), marker.encode(), writer)
+        timer.step("begin")
+        return kept, how
+
+
+def _begin_with_marker(producer, control: str, marker: Marker) -> bool:
+    """Begins a transaction on a kept producer and sends the batch's marker in it, waiting for the
+    broker to take it: False, the transaction aborted, when the producer was fenced (another producer
+    took its transactional id) or cannot go on for another reason."""
+    errors: list[Any] = []
+
+    def delivered(err, _msg) -> None:
+        if err is not None:
+            errors.append(err)
+
+    # Any failure at all means starting over as a new producer would (init_transactions, then the
+    # marker read): that path is safe whatever state this one is in, so nothing here is told apart.
+    try:
+        producer.begin_transaction()
+        producer.produce(control, value=marker.encode(), key=str(marker.writer).encode(), partition=marker.writer,
+                         on_delivery=delivered)  # fmt: skip
+        if producer.flush(SEND_TIMEOUT_S) == 0 and not errors:
+            return True
+    except Exception:  # noqa: BLE001 - a fenced producer raises a fatal KafkaException (or a SystemError from its callback)
+        pass
+    try:
+        producer.abort_transaction(SEND_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - fenced: nothing of it can commit anyway
+        pass
+    return False
 
 
 def _send(producer, topic: str, row) -> None:
@@ -229,8 +348,11 @@ def last_marker(config: dict[str, str], control: str, writer: int) -> Marker | N
     a topic made by hand gets one named after it."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    # fetch.wait.max.ms: the read ends at the partition's end, where the broker would otherwise hold
+    # each fetch for its default 500 ms waiting for records that are not coming.
     consumer = Consumer({"group.id": f"{control}-reader", **config, "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})  # fmt: skip
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "fetch.wait.max.ms": 10})  # fmt: skip
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(control, writer), timeout=SEND_TIMEOUT_S, cached=False)
         window = MARKER_WINDOW

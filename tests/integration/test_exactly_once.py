@@ -139,3 +139,39 @@ def test_a_zombie_of_an_earlier_incarnation_cannot_commit(kafka_broker, kafka_to
     assert kafka_broker.consume_all(sink, timeout=15, decode=True) == [("k", "from the successor")]
     assert last_marker({"bootstrap.servers": kafka_broker.bootstrap}, control, 0) == Marker("ck", 3, 0, 1)
     assert control_topic("team-a", "zombie") != control  # the job names its own; this test made one by hand
+
+
+def test_a_kept_producer_that_another_fenced_finds_out_before_it_writes(kafka_broker, kafka_topic):
+    """Producers are kept between batches (app.pipeline.exactly_once._Kept): the marker goes first,
+    and a kept producer whose id another producer took since (another attempt of its task, a new
+    incarnation) learns it from the broker there, before any row, and nothing of it commits."""
+    from confluent_kafka import Producer
+
+    from app.pipeline.exactly_once import _begin_with_marker
+
+    sink = kafka_topic()
+    control = kafka_topic(prefix="control")
+    conf = {"bootstrap.servers": kafka_broker.bootstrap, "broker.address.family": "v4",
+            "transactional.id": transactional_id("team-a", "kept", 0)}  # fmt: skip
+    kept = Producer(conf)
+    kept.init_transactions(30)
+    assert _begin_with_marker(kept, control, Marker("ck", 1, 0, 1))  # its own id: it goes on
+    kept.produce(sink, key=b"k", value=b"batch 1")
+    kept.commit_transaction(30)
+    assert _begin_with_marker(kept, control, Marker("ck", 2, 0, 1))  # kept for the next batch: no init
+    kept.produce(sink, key=b"k", value=b"batch 2")
+    kept.commit_transaction(30)
+
+    other = Producer(conf)
+    other.init_transactions(30)  # another attempt takes the id, reads the marker of batch 2, writes batch 3
+    assert last_marker({"bootstrap.servers": kafka_broker.bootstrap}, control, 0) == Marker("ck", 2, 0, 1)
+    other.begin_transaction()
+    other.produce(sink, key=b"k", value=b"batch 3")
+    other.produce(control, key=b"0", value=Marker("ck", 3, 0, 1).encode(), partition=0)
+    other.commit_transaction(30)
+
+    # The kept producer still believes batch 2 is the last: asked to write batch 3 again, it is refused.
+    assert not _begin_with_marker(kept, control, Marker("ck", 3, 0, 1))
+    out = kafka_broker.consume_all(sink, timeout=15, decode=True)
+    assert out == [("k", "batch 1"), ("k", "batch 2"), ("k", "batch 3")], out
+    assert last_marker({"bootstrap.servers": kafka_broker.bootstrap}, control, 0) == Marker("ck", 3, 0, 1)
