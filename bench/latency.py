@@ -44,7 +44,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from app.contract.spec import duration_ms
-from bench import cli
+from app.pipeline.exactly_once import SPANS_ENV
+from bench import cli, eos_spans
 from bench import latency_stats as stats
 from bench.common import (
     RESULTS_DIR,
@@ -141,6 +142,7 @@ class ModeRun:
         self.passes = passes_all if baseline else passes
         self.pass_fraction = 1.0 if baseline else PASS_FRACTION
         self.received_path = self.workdir / "received.bin"
+        self.spans_path = self.workdir / "eos-spans.jsonl"
         self.received_path.touch()
         ctx = mp.get_context("spawn")
         self._stop_consumer = ctx.Event()
@@ -185,7 +187,10 @@ class ModeRun:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
-        self.job = JobProcess(path, self.workdir, env=getattr(self.args, "job_env", None))
+        env = dict(getattr(self.args, "job_env", None) or {})
+        if self.exactly_once:  # where its batches spend their time (bench.eos_spans reads it)
+            env[SPANS_ENV] = str(self.spans_path)
+        self.job = JobProcess(path, self.workdir, env=env)
 
     def _start_flink(self) -> None:
         from bench.flink_peer import FlinkPeer
@@ -338,6 +343,8 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
                 f"cold p99 {cold.get('p99')} ms; cpu {step['cpuCores']}; "
                 f"{'sustained' if step['sustained'] else 'NOT sustained: ' + step['why']}")  # fmt: skip
             time.sleep(1)
+        if run.exactly_once and run.spans_path.exists():
+            result["exactlyOnceSpans"] = eos_spans.summarize(eos_spans.read(run.spans_path))
     return result
 
 
