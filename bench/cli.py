@@ -50,6 +50,10 @@ ExactlyOnce = Annotated[
         "--exactly-once", help="the job's Kafka sink writes exactly once (sink.kafka.delivery exactlyOnce; microBatch only)"
     ),
 ]
+Producers = Annotated[
+    int,
+    typer.Option(help="exactly-once writers per batch (sink.kafka.transactions.producers; 0: the spec's default)"),
+]
 
 # The options of every harness that starts a job through bench.latency's ModeRun: the topics'
 # partitions, Spark confs and the Kafka source's and sink's options (bench.report's A/B tables show them).
@@ -61,6 +65,7 @@ JOB_OPTIONS = tuple(
         ("source_option", SourceOption, []),
         ("sink_option", SinkOption, []),
         ("exactly_once", ExactlyOnce, False),
+        ("producers", Producers, 0),
     )
 )
 

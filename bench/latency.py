@@ -185,6 +185,8 @@ class ModeRun:
             spec["sink"]["kafka"]["options"] = dict(self.args.sink_option)
         if self.exactly_once:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
+            if getattr(self.args, "producers", 0):
+                spec["sink"]["kafka"]["transactions"] = {"producers": self.args.producers}
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
         env = dict(getattr(self.args, "job_env", None) or {})
