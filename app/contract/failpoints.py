@@ -19,6 +19,10 @@ a test cannot pass as a test of the happy path.
                        process after its rows and marker reached the broker and before
                        it commits: writer 0 of every third batch, once per batch (a flag
                        file in the temp directory), so that the replay gets through.
+    abandon-before-commit  the same writers, at the same moment, fail their task instead
+                       and leave their producer alive with its transaction open (a
+                       zombie in the Python worker); the task's next attempt runs
+                       beside it, and the zombie then tries to commit (it must be fenced).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class Failpoint(StrEnum):
     SKIP_SLOT_CHECK = "skip-slot-check"
     FAIL_ON_SIGUSR2 = "fail-on-sigusr2"
     KILL_BEFORE_COMMIT = "kill-before-commit"
+    ABANDON_BEFORE_COMMIT = "abandon-before-commit"
 
 
 class UnknownFailpoint(ValueError):

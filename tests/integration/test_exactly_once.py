@@ -3,6 +3,7 @@ the fraud filter killed mid-stream, a writer killed between its produce and its 
 zombie producer of an earlier incarnation. A read_committed reader must see every flagged
 payment exactly once."""
 
+import re
 import signal
 import time
 from collections import Counter
@@ -106,6 +107,37 @@ def test_a_writer_killed_between_produce_and_commit_loses_and_doubles_nothing(ka
     assert restarts >= 3, "the failpoint did not kill the writers it should have"
     # the job named its control topic after namespace and query, apart with dots
     assert control_topic(namespace_of(None), "eos-failpoint") in kafka_broker.list_topics()
+    assert not missing and duplicates == 0, (len(missing), duplicates)
+    assert code == ExitCode.OK
+
+
+def test_a_writer_task_that_fails_with_its_producer_alive_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
+    """The abandon-before-commit failpoint: writer 0 of batches 1, 4, 7 fails its task with its rows
+    and marker on the broker, and leaves its producer alive, transaction open. The replay's attempt
+    runs beside that zombie (its producer may be kept from an earlier batch, or new), and the zombie
+    then tries to commit."""
+    source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
+    checkpoint = tmp_path / "ck"
+    spec_path = write_resource(tmp_path / "q.yaml", "eos-abandon", exactly_once_spec(kafka_broker, source, sink, checkpoint))
+    producer = SteadyProducer(kafka_broker, source, per_batch=100, period_s=0.1)
+    producer.start()
+    job = JobProcess(spec_path, tmp_path, env={"STREAMQ_FAILPOINT": "abandon-before-commit"})
+    try:
+        wait_for(lambda: _committed_batches(checkpoint) >= 8, 400, lambda: f"batch 8 committed:\n{job.log()[-4000:]}")
+        expected, out = _wait_and_count(kafka_broker, sink, producer)
+        log = job.log()
+    finally:
+        producer.stop()
+        job.signal(signal.SIGTERM)
+        code = job.wait(60)
+        job.stop()
+    missing, duplicates = _count(out, expected)
+    abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open", log))
+    zombies = log.count("abandon-before-commit: a zombie")
+    print(f"{len(expected)} flagged, {len(out)} read, tasks abandoned in batches {sorted(abandoned)}, {zombies} zombie commits tried: "
+          f"lost {len(missing)}, duplicates {duplicates}")  # fmt: skip
+    assert len(abandoned) >= 3, "the failpoint did not fail the writers it should have"
+    assert zombies >= 1, "no zombie tried to commit"
     assert not missing and duplicates == 0, (len(missing), duplicates)
     assert code == ExitCode.OK
 

@@ -25,7 +25,13 @@ def test_a_named_point_is_active_alone(monkeypatch, point):
 
 
 def test_the_names_the_integration_tests_use():
-    assert {p.value for p in Failpoint} == {"exit-after-create", "skip-slot-check", "fail-on-sigusr2", "kill-before-commit"}
+    assert {p.value for p in Failpoint} == {
+        "exit-after-create",
+        "skip-slot-check",
+        "fail-on-sigusr2",
+        "kill-before-commit",
+        "abandon-before-commit",
+    }
 
 
 def test_read_when_asked_not_at_import(monkeypatch):
@@ -39,6 +45,7 @@ def test_an_unknown_name_is_refused_with_the_known_ones(monkeypatch):
     monkeypatch.setenv(failpoints.ENV, "exit-after-crate")
     with pytest.raises(
         UnknownFailpoint,
-        match=r"STREAMQ_FAILPOINT='exit-after-crate' is not a failpoint \(known: exit-after-create, skip-slot-check, fail-on-sigusr2, kill-before-commit\)",
+        match=r"STREAMQ_FAILPOINT='exit-after-crate' is not a failpoint \(known: exit-after-create, skip-slot-check, fail-on-sigusr2, kill-before-commit, "
+        r"abandon-before-commit\)",
     ):
         failpoints.active(Failpoint.EXIT_AFTER_CREATE)
