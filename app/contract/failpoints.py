@@ -19,10 +19,12 @@ a test cannot pass as a test of the happy path.
                        process after its rows and marker reached the broker and before
                        it commits: writer 0 of every third batch, once per batch (a flag
                        file in the temp directory), so that the replay gets through.
-    abandon-before-commit  the same writers, at the same moment, fail their task instead
-                       and leave their producer alive with its transaction open (a
-                       zombie in the Python worker); the task's next attempt runs
-                       beside it, and the zombie then tries to commit (it must be fenced).
+    abandon-before-commit  the same writers, at the same moment, fail their task with an
+                       error instead, their transaction left open (not aborted): the
+                       batch's next attempt must fence it. (The producer cannot outlive
+                       the task here: PySpark's daemon ends a worker whose task failed
+                       with os._exit; a kept producer that another fenced is shown by
+                       tests/integration/test_exactly_once.py at the broker.)
 """
 
 from __future__ import annotations

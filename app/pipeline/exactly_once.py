@@ -263,8 +263,6 @@ class WriteTask:
 
     def _fail_on_purpose(self, producer, writer: int) -> None:
         """The failpoints between the rows and the commit (tests only: app.contract.failpoints)."""
-        if self.failpoint is Failpoint.ABANDON_BEFORE_COMMIT:
-            _zombies_try_to_commit()
         if self.failpoint not in (Failpoint.KILL_BEFORE_COMMIT, Failpoint.ABANDON_BEFORE_COMMIT):
             return
         if not _first_time(self.prefix, self.checkpoint, self.batch, writer):
@@ -273,7 +271,6 @@ class WriteTask:
         if self.failpoint is Failpoint.KILL_BEFORE_COMMIT:
             os.kill(os.getpid(), signal.SIGKILL)
         _KEPT.pop(self._id(writer), None)
-        _ZOMBIES.append(producer)
         raise _Abandoned(f"failpoint abandon-before-commit: writer {writer} of batch {self.batch} left its transaction open")
 
     def _kept(self, writer: int, marker: Marker, timer: _Timer) -> tuple[_Kept | None, str]:
@@ -310,23 +307,6 @@ class WriteTask:
 
 class _Abandoned(RuntimeError):
     """The abandon-before-commit failpoint failing a writer's task on purpose."""
-
-
-_ZOMBIES: list[Any] = []  # abandon-before-commit: producers left alive, each with its transaction open
-
-
-def _zombies_try_to_commit() -> None:
-    """abandon-before-commit: each producer a failed task left open commits now, as a zombie that
-    wakes up would. Once the task's next attempt has made its producer, the broker refuses; before
-    that (the attempt runs in another worker, later), the commit goes through and the attempt finds
-    its marker. Either way no row may arrive twice, which the test that arms the failpoint counts."""
-    while _ZOMBIES:
-        zombie = _ZOMBIES.pop()
-        try:
-            zombie.commit_transaction(SEND_TIMEOUT_S)
-            log.warning("abandon-before-commit: a zombie's commit went through: its next attempt must find the marker")
-        except Exception as exc:  # noqa: BLE001 - fenced: what must happen
-            log.warning("abandon-before-commit: the zombie's commit was refused: %s", exc)
 
 
 def _begin_with_marker(producer, control: str, marker: Marker) -> bool:

@@ -111,11 +111,12 @@ def test_a_writer_killed_between_produce_and_commit_loses_and_doubles_nothing(ka
     assert code == ExitCode.OK
 
 
-def test_a_writer_task_that_fails_with_its_producer_alive_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
-    """The abandon-before-commit failpoint: writer 0 of batches 1, 4, 7 fails its task with its rows
-    and marker on the broker, and leaves its producer alive, transaction open. The replay's attempt
-    runs beside that zombie (its producer may be kept from an earlier batch, or new), and the zombie
-    then tries to commit."""
+@pytest.mark.slow  # ~80 s, as the failpoint test above: `hack/test.sh -m slow` (CI time)
+def test_a_writer_task_that_fails_with_its_transaction_open_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
+    """The abandon-before-commit failpoint: writer 0 of batches 1, 4, 7 fails its task with an error,
+    its rows and marker on the broker in a transaction it neither commits nor aborts. The batch runs
+    again (the query restarts in place); that attempt's writer 0, kept or new, must fence the open
+    transaction and write the batch once."""
     source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
     checkpoint = tmp_path / "ck"
     spec_path = write_resource(tmp_path / "q.yaml", "eos-abandon", exactly_once_spec(kafka_broker, source, sink, checkpoint))
@@ -133,11 +134,9 @@ def test_a_writer_task_that_fails_with_its_producer_alive_loses_and_doubles_noth
         job.stop()
     missing, duplicates = _count(out, expected)
     abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open", log))
-    zombies = log.count("abandon-before-commit: a zombie")
-    print(f"{len(expected)} flagged, {len(out)} read, tasks abandoned in batches {sorted(abandoned)}, {zombies} zombie commits tried: "
+    print(f"{len(expected)} flagged, {len(out)} read, tasks abandoned in batches {sorted(abandoned)}: "
           f"lost {len(missing)}, duplicates {duplicates}")  # fmt: skip
     assert len(abandoned) >= 3, "the failpoint did not fail the writers it should have"
-    assert zombies >= 1, "no zombie tried to commit"
     assert not missing and duplicates == 0, (len(missing), duplicates)
     assert code == ExitCode.OK
 
