@@ -13,8 +13,13 @@ and each writer, in its own task:
 2. reads, ``read_committed``, the last marker in its partition of the query's
    control topic, and skips the batch when the marker says this batch (of this
    checkpoint) is already committed;
-3. else writes its rows and the marker (checkpoint id, batch id, writer) in one
+3. else writes the marker (checkpoint id, batch id, writer) and its rows in one
    transaction and commits it.
+
+Steps 1 and 2 run once per Python worker and writer: the producer is kept for the next
+batch with the marker it committed, and goes on from step 3 while the broker takes its
+marker (no other producer has fenced it since); else the writer starts over at step 1.
+With one writer there is no shuffle (``coalesce(1)``).
 
 The decisions (names, marker, when to skip) are app.contract.exactly_once; the
 argument is in docs/architecture.md ("Exactly-once Kafka output"). Credentials are
