@@ -6,7 +6,7 @@
 #                           its main file is /opt/streamq/app/__main__.py
 #
 # Build it with hack/build-image.sh. It prepares the build context: this file,
-# docker/, pyproject.toml, app/, controller/, Spark's Kafka connector jars in
+# docker/, pyproject.toml, contract/, app/, controller/, Spark's Kafka connector jars in
 # jars/spark-kafka/, Hadoop's S3A filesystem with the AWS SDK modules it loads
 # in jars/s3a/ and a Kafka broker in jars/kafka/ (resolved on the host by
 # hack/install-jars.sh; the build has no Maven), then runs `docker build` where Docker
@@ -65,6 +65,7 @@ RUN --mount=type=secret,id=cacert \
 FROM deps AS build
 
 COPY pyproject.toml /src/
+COPY contract/ /src/contract/
 COPY app/ /src/app/
 COPY controller/ /src/controller/
 RUN --mount=type=secret,id=cacert \

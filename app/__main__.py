@@ -3,7 +3,7 @@
 import sys
 
 from app.cli.commands import main
-from app.contract import SPEC_FILE_NAME, SPEC_MOUNT_DIR
+from contract import SPEC_FILE_NAME, SPEC_MOUNT_DIR
 
 if __name__ == "__main__":
     args = sys.argv[1:] or [f"{SPEC_MOUNT_DIR}/{SPEC_FILE_NAME}"]
@@ -13,9 +13,9 @@ if __name__ == "__main__":
     try:
         main()
     except Exception as exc:  # a crash before the job could say why: the operator still learns it
-        from app.contract import ExitCode
         from app.driver.run import RunOptions, write_termination_log
         from app.pipeline.failures import one_line
+        from contract import ExitCode
 
         write_termination_log(RunOptions.from_env().termination_log, f"{ExitCode.QUERY_FAILED.name}: {one_line(str(exc))}")
         raise

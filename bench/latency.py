@@ -43,7 +43,6 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from app.contract.spec import duration_ms
 from app.pipeline.exactly_once import SPANS_ENV
 from bench import cli, eos_spans
 from bench import latency_stats as stats
@@ -70,6 +69,7 @@ from bench.latency_clients import (
     producer_main,
     read_received,
 )
+from contract.spec import duration_ms
 
 # The triggers as a user writes them; bench.recovery kills each of these.
 TRIGGERS = {

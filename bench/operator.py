@@ -135,7 +135,7 @@ def run(args) -> dict[str, Any]:
     import psutil
     from kubernetes import client
 
-    from app.contract import GROUP, PLURAL, VERSION
+    from contract import GROUP, PLURAL, VERSION
     from controller import names
     from testbed.kube import KubeApiServer
     from testbed.operator import Operator

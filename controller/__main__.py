@@ -27,7 +27,7 @@ from typing import Annotated
 import kopf
 import typer
 
-from app.contract.cli_help import HelpCommand
+from contract.cli_help import HelpCommand
 from controller.cli import invoke
 
 PROG = "python -m controller"

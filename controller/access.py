@@ -8,7 +8,7 @@ code stops using must leave both; a new call needs a row here first.
 
 from __future__ import annotations
 
-from app.contract import GROUP, PLURAL
+from contract import GROUP, PLURAL
 from controller.kube import SPARK_GROUP, SPARK_PLURAL
 
 Call = tuple[str, str]  # (module of controller/, the text of the call there)
@@ -64,7 +64,7 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
     **_resource("networking.k8s.io", "ingresses", get=GET_META, create=CREATE, delete=DELETE),
     # the query's Spark auth Secret (render.auth_secret): created once; only its metadata is ever read
     # get: whose is an object of the auth Secret's name (GET_META), and what a Secret a query names for
-    # credentials is: its type and labels as the API server's table view (app.contract.credentials)
+    # credentials is: its type and labels as the API server's table view (contract.credentials)
     **_resource("", "secrets", get=("kube.py", 'header_params={"Accept": self.SECRET_TABLE}'), create=CREATE),
     # the driver Lease of a standby query: created free before its first driver (render.lease_access.lease),
     # released for the standby when its holder's container has ended, read when a driver's node is lost

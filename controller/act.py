@@ -21,8 +21,8 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from app.contract import failpoints
-from app.contract.failpoints import Failpoint
+from contract import failpoints
+from contract.failpoints import Failpoint
 from controller import names, render
 from controller.config import Settings
 from controller.decide import (

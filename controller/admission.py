@@ -1,4 +1,4 @@
-"""The tenant policy at apply time: a ValidatingAdmissionPolicy, generated from app.contract.policy.
+"""The tenant policy at apply time: a ValidatingAdmissionPolicy, generated from contract.policy.
 
 The operator checks every rule of the policy (``check_policy``) and marks a refused query
 ``Invalid``; by then the spec is stored, and a GitOps sync of it has "succeeded". This module
@@ -17,7 +17,7 @@ and tests/integration/test_admission_policy.py holds the chart's rendering to ``
 Each rule below is sound, never complete: it refuses only what ``check_policy`` refuses too
 (tests/integration/test_admission_policy.py runs a corpus through both), and leaves anything it
 cannot read exactly as Python reads it to the operator. Left to the operator: hosts (IP
-literals in every form the JVM reads, networks, names that resolve: app.contract.hosts), SQL,
+literals in every form the JVM reads, networks, names that resolve: contract.hosts), SQL,
 sparkConf and Kafka options, local paths and roots, hostPath prefixes, derived locations, pod
 placement and metadata, and what a Secret is (only the cluster knows). docs/security.md,
 "Two layers".
@@ -35,10 +35,10 @@ from typing import Any
 
 import yaml
 
-from app.contract import GROUP, PLURAL, VERSION
-from app.contract import spec as spec_model
-from app.contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
-from app.contract.policy import (
+from contract import GROUP, PLURAL, VERSION
+from contract import spec as spec_model
+from contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
+from contract.policy import (
     LEASE_ACCOUNT_SUFFIX,
     NAMESPACE_VARIABLE,
     OPERATOR_SECRET_SUFFIX,
@@ -54,7 +54,7 @@ NAME_SUFFIX = "-tenant-policy"  # <fullname>-tenant-policy: the policy and its b
 
 # Floats compare the caps: the quantity library has no multiplication, and integers would
 # overflow on the largest quantities the CRD allows. A total within a billionth of its cap is
-# left to the operator (exact Decimal arithmetic, app.contract.capacity), so rounding never
+# left to the operator (exact Decimal arithmetic, contract.capacity), so rounding never
 # refuses a spec the operator accepts.
 SLACK = "1.000000001"
 GIB = 2**30
@@ -107,34 +107,34 @@ SPEC = "object.spec"
 
 
 def _matches(value: str, patterns: str) -> str:
-    """app.contract.policy.matches: exact names, or prefixes written with a trailing '*'."""
+    """contract.policy.matches: exact names, or prefixes written with a trailing '*'."""
     return f"{patterns}.exists(p, p.endsWith('*') ? {value}.startsWith(p.substring(0, p.size() - 1)) : {value} == p)"
 
 
 def _listed(patterns: str) -> str:
-    """app.contract.policy._listed."""
+    """contract.policy._listed."""
     return f"({patterns}.size() == 0 ? 'none' : {patterns}.join(', '))"
 
 
 def _explain(one: str, total: str) -> str:
-    """app.contract.capacity.AtOnce.explain."""
+    """contract.capacity.AtOnce.explain."""
     return (f"({V}drivers == 1 ? {one} + ' = ' + {total} : '2 drivers at once (' + {V}why + '): 2 x (' + {one} "
             f"+ ') = ' + {total})")  # fmt: skip
 
 
 def _number(x: str) -> str:
-    """A double as app.contract.policy._number writes a Decimal (2, 0.5)."""
+    """A double as contract.policy._number writes a Decimal (2, 0.5)."""
     return f"string({x})"
 
 
 def _gi(x: str) -> str:
-    """A double of bytes as app.contract.policy._gi writes it (2.5Gi): tenths rounded half up."""
+    """A double of bytes as contract.policy._gi writes it (2.5Gi): tenths rounded half up."""
     tenths = f"int({x} / {GIB / 10!r} + 0.5)"
     return f"(string({tenths} / 10) + '.' + string({tenths} % 10) + 'Gi')"
 
 
 def _pod_cores(cores: str, request: str) -> str:
-    """app.contract.capacity.pod_cores: cores or the CPU the pod requests, the larger."""
+    """contract.capacity.pod_cores: cores or the CPU the pod requests, the larger."""
     asked = f"quantity({request}.value()).asApproximateFloat()"
     return f"({request}.hasValue() && {asked} > double({cores}) ? {asked} : double({cores}))"
 
@@ -156,11 +156,11 @@ def derived_variables() -> list[tuple[str, str]]:
         ("backend", f"{rt}.?backend.orValue({_str(_RUNTIME.backend.value)})"),
         ("strategy", f"{SPEC}.?upgrade.?strategy.orValue({_str(spec_model.Upgrade().strategy.value)})"),
         ("location", f"{SPEC}.checkpoint.location"),
-        # app.contract.spec.OBJECT_STORE (RE2 has no look-ahead) and Checkpoint.shared
+        # contract.spec.OBJECT_STORE (RE2 has no look-ahead) and Checkpoint.shared
         ("shared", f"{SPEC}.checkpoint.?volume.?persistentVolumeClaim.hasValue() || "
                    f"{SPEC}.checkpoint.?volume.?hostPath.hasValue() || "
                    f"({V}location.matches('^[a-z][a-z0-9+.-]*://') && !{V}location.startsWith('file:'))"),
-        # QuerySpec.warm_upgrades and app.contract.capacity.second_driver
+        # QuerySpec.warm_upgrades and contract.capacity.second_driver
         ("warm", f"{V}strategy != {_str(spec_model.UpgradeStrategy.RESTART.value)} && "
                  f"{V}backend == {_str(spec_model.Backend.POD.value)} && {V}instances == 0 && {V}shared"),
         ("why", f"{V}standby ? 'runtime.standby' : !{V}warm ? '' : "
@@ -196,7 +196,7 @@ def derived_variables() -> list[tuple[str, str]]:
 
 
 def _prefix_matches(q: str) -> str:
-    """app.contract.policy._prefix_matches for a pattern ``q`` without '//' after its '://'."""
+    """contract.policy._prefix_matches for a pattern ``q`` without '//' after its '://'."""
     scheme = f"{q}.split('://')[0]"
     rest = f"{q}.substring({scheme}.size() + 3)"
     bucket = f"{rest}.split('/')[0]"
@@ -236,7 +236,7 @@ NO_CREDENTIALS = (
     ":// checkpoint has no credentials of its own (only s3a:// takes spec.checkpoint.s3.credentials): "
     "it would write with the node's identity, the platform's rights"
 )
-SECRET_PATHS = (  # app.contract.policy.secret_refs
+SECRET_PATHS = (  # contract.policy.secret_refs
     (".source.kafka.auth.secretRef.name", f"{SPEC}.source.?kafka.?auth.?secretRef.?name"),
     (".sink.kafka.auth.secretRef.name", f"{SPEC}.sink.?kafka.?auth.?secretRef.?name"),
     *(
@@ -402,7 +402,7 @@ def render_policy(policy: Policy, facts: OperatorFacts) -> dict[str, Any]:
 # --- the chart's template -------------------------------------------------------------------------
 
 _PREAMBLE = """\
-# Generated by `python -m controller.admission` from app/contract/policy.py. Do not edit.
+# Generated by `python -m controller.admission` from contract/policy.py. Do not edit.
 # The part of the tenant policy CEL can decide, checked by the API server at apply time
 # (docs/security.md, "Two layers"); the operator checks all of it again.
 # admissionregistration.k8s.io/v1 has it from Kubernetes 1.30: left out on older clusters.

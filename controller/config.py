@@ -10,9 +10,9 @@ import yaml
 from pydantic import Field, JsonValue, ValidationError, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from app.contract.environment import EnvSettings
-from app.contract.names import DEFAULT_DRIVER_SERVICE_ACCOUNT, DEFAULT_JOB_IMAGE, DEFAULT_OPERATOR_SERVICE_ACCOUNT
-from app.contract.policy import OperatorFacts, Policy
+from contract.environment import EnvSettings
+from contract.names import DEFAULT_DRIVER_SERVICE_ACCOUNT, DEFAULT_JOB_IMAGE, DEFAULT_OPERATOR_SERVICE_ACCOUNT
+from contract.policy import OperatorFacts, Policy
 
 __all__ = ["DEFAULT_JOB_IMAGE", "POLICY_FILE_ENV", "Settings", "load_policy"]
 
@@ -78,7 +78,7 @@ class Settings(EnvSettings):
     )
     """YAML or JSON file with the platform's policy (docs/security.md): what queries may ask of the cluster. Unset:
     the chart's default policy. A file that cannot be read or is not a policy fails the start-up."""
-    # What queries may ask of the cluster (app.contract.policy), no variable's: policy_file's (_policy_from_file),
+    # What queries may ask of the cluster (contract.policy), no variable's: policy_file's (_policy_from_file),
     # else the chart's defaults.
     policy: Policy = Field(default_factory=Policy)
     run_as_user: int = Field(1000, validation_alias="STREAMQ_RUN_AS_USER", json_schema_extra=_chart("`jobs.runAsUser`"))

@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
 
-from app.contract import GROUP, PLURAL, VERSION
+from contract import GROUP, PLURAL, VERSION
 
 SPARK_GROUP, SPARK_VERSION, SPARK_PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 # The children the operator deletes by kind: drivers (DeleteDriver names the kind only), the UI Service and Ingress.
@@ -265,7 +265,7 @@ class Kube:
     SECRET_TABLE = "application/json;as=Table;g=meta.k8s.io;v=v1"
 
     def read_secret_meta(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """What a Secret a query names is (app.contract.credentials): {"type", "labels"}, read as a
+        """What a Secret a query names is (contract.credentials): {"type", "labels"}, read as a
         table row, never the data; None when it does not exist. type None: the row had no Type."""
         try:
             table = self._resource("v1", "Secret").get(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from app.contract.progress import HealthState, ProgressRecord
+from contract.progress import HealthState, ProgressRecord
 from controller.phases import Phase
 from controller.status import parse_time
 

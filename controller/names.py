@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from app.contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
-from app.contract.policy import LEASE_ACCOUNT_SUFFIX, OPERATOR_SECRET_SUFFIX
+from contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
+from contract.policy import LEASE_ACCOUNT_SUFFIX, OPERATOR_SECRET_SUFFIX
 
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_ROLE = f"{GROUP}/role"  # "standby" on a standby driver pod; it keeps the label once it takes over
@@ -74,7 +74,7 @@ def driver_service_name(query: str) -> str:
 
 def lease_access_name(query: str) -> str:
     """The ServiceAccount, Role and RoleBinding that reach the query's Lease (controller.render.lease_access);
-    the policy refuses a Secret named like its token (app.contract.policy.LEASE_ACCOUNT_SUFFIX)."""
+    the policy refuses a Secret named like its token (contract.policy.LEASE_ACCOUNT_SUFFIX)."""
     return child_name(query, LEASE_ACCOUNT_SUFFIX.removeprefix("-"))
 
 

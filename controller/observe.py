@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from app.contract.lease import LEASE_ENV, lease_name
+from contract.lease import LEASE_ENV, lease_name
 from controller import names
 from controller.run import DriverKind
 from controller.status import parse_time
@@ -364,7 +364,7 @@ class Reads(Protocol):
 def observe(kube: Reads, namespace: str, query: str, include_spark_apps: bool, secrets: Iterable[str] = ()) -> Observed:
     """One LIST of the query's driver pods (and SparkApplications): fresh, never cached; one GET
     of the query's Lease when ``needs_lease``; and the type and labels of each of ``secrets``, the
-    credentials Secrets its spec names (app.contract.credentials.secret_names)."""
+    credentials Secrets its spec names (contract.credentials.secret_names)."""
     selector = names.selector(query, names.COMPONENT_DRIVER)
     pods = kube.list_pods(namespace, selector)
     apps = kube.list_spark_applications(namespace, selector) if include_spark_apps else []

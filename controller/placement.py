@@ -3,16 +3,14 @@
 labels and annotations, merged with what the operator puts on the same pods itself.
 
 The policy has refused every key the operator or Spark selects pods by
-(``app.contract.placement``); the operator's own labels and annotations are still applied
+(``contract.placement``); the operator's own labels and annotations are still applied
 last, so a spec checked by no policy (``streamq run``) cannot replace them either.
 """
 
 import copy
 from typing import Any
 
-from app.contract.spec import DriverResources, ExecutorResources
-
-Pod = DriverResources | ExecutorResources
+from contract.spec import PodPlacement
 
 
 def _dumped(value: Any) -> Any:
@@ -20,12 +18,12 @@ def _dumped(value: Any) -> Any:
         mode="json", by_alias=True, exclude_none=True)  # fmt: skip
 
 
-def tolerations(pod: Pod, operator: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def tolerations(pod: PodPlacement, operator: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The operator's tolerations, then the spec's."""
     return [*(operator or []), *_dumped(pod.tolerations or [])]
 
 
-def affinity(pod: Pod, operator: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def affinity(pod: PodPlacement, operator: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The spec's affinity with the operator's terms added to it (a standby query's preferred
     anti-affinity between its drivers): both hold, neither replaces the other."""
     out = _dumped(pod.affinity) if pod.affinity is not None else {}
@@ -37,7 +35,7 @@ def affinity(pod: Pod, operator: dict[str, Any] | None = None) -> dict[str, Any]
 
 
 def scheduling(
-    pod: Pod, operator_tolerations: list[dict[str, Any]] | None = None, operator_affinity: dict[str, Any] | None = None
+    pod: PodPlacement, operator_tolerations: list[dict[str, Any]] | None = None, operator_affinity: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """nodeSelector, tolerations, affinity and priorityClassName, as a pod's spec (or a
     SparkApplication's driver and executor) names them; only those that are set."""
@@ -55,11 +53,11 @@ def scheduling(
     return out
 
 
-def labels(pod: Pod, operator: dict[str, str]) -> dict[str, str]:
+def labels(pod: PodPlacement, operator: dict[str, str]) -> dict[str, str]:
     """The spec's labels, then the operator's (which win)."""
     return {**(pod.labels or {}), **operator}
 
 
-def annotations(pod: Pod, operator: dict[str, str] | None = None) -> dict[str, str]:
+def annotations(pod: PodPlacement, operator: dict[str, str] | None = None) -> dict[str, str]:
     """The spec's annotations, then the operator's (which win)."""
     return {**(pod.annotations or {}), **(operator or {})}

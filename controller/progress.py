@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from app.contract.progress import HealthState, ProgressRecord, Recovered
+from contract.progress import HealthState, ProgressRecord, Recovered
 from controller.status import parse_time
 
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from app.contract import credentials
-from app.contract.progress import ProgressRecord
-from app.contract.spec import Backend
+from contract import credentials
+from contract.progress import ProgressRecord
+from contract.spec import Backend
 from controller import names
 from controller.act import Log, act
 from controller.config import Settings

@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from app.contract.resume import ResumeFrom
-from app.contract.spec import Backend, QuerySpec
+from contract.resume import ResumeFrom
+from contract.spec import Backend, QuerySpec
 from controller import names
 
 DriverKind = Literal["Pod", "SparkApplication"]  # the kind of the object that is a driver

@@ -6,7 +6,7 @@
 
 Generated from controller/config.py: each variable's default, description and chart value
 are its field's in ``Settings`` (the fields a variable sets). The spec's part comes
-from ``app.contract.reference``, which cannot import the operator and keeps this part as is.
+from ``contract.reference``, which cannot import the operator and keeps this part as is.
 A unit test fails when a variable has no description or the committed page drifts.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from app.contract import reference
+from contract import reference
 from controller.config import Settings
 
 INTRO = """## Operator settings
@@ -66,7 +66,7 @@ def rows() -> list[tuple[str, str, str, str]]:
 
 
 def render_settings() -> str:
-    """The page's tail: a blank line, the marker app.contract.reference splits on, the table."""
+    """The page's tail: a blank line, the marker contract.reference splits on, the table."""
     cell = reference.markdown_cell
     lines = ["", reference.SETTINGS_MARKER, "", INTRO, "| variable | default | chart value | description |",
              "|---|---|---|---|"]  # fmt: skip

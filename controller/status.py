@@ -35,9 +35,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from app.contract.compat import SourceIdentity
-from app.contract.progress import Json, ProgressRecord
-from app.contract.spec import QuerySpec
+from contract.compat import SourceIdentity
+from contract.progress import Json, ProgressRecord
+from contract.spec import QuerySpec
 from controller.phases import ConditionType, Phase
 from controller.run import DriverKind, fields_hash
 
@@ -95,7 +95,7 @@ class ReconciledSource(StatusModel):
 class Reconciled(StatusModel):
     """What the checkpoint gate needs of the spec the current checkpoint was written with:
     whether a new spec differs at all (the hash), and whether the checkpoint can take the
-    difference (its location, source and mode; app.contract.compat)."""
+    difference (its location, source and mode; contract.compat)."""
 
     spec_hash: str = Field(description="Hash of the fields a driver runs (controller.run.fields_hash).")
     checkpoint_location: str = Field(description="spec.checkpoint.location of that spec.")

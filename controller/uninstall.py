@@ -26,8 +26,8 @@ import typer
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from app.contract import GROUP, PLURAL, VERSION
-from app.contract.cli_help import HelpCommand
+from contract import GROUP, PLURAL, VERSION
+from contract.cli_help import HelpCommand
 from controller.cli import invoke
 from controller.names import FINALIZER
 

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from app.contract.cli_help import HelpCommand
+from contract.cli_help import HelpCommand
 
 cli = typer.Typer(add_completion=False)
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import yaml
 
 from app.console.lines import due_for_people, progress_line
-from app.contract import ExitCode
-from app.contract.progress import ProgressRecord
+from contract import ExitCode
+from contract.progress import ProgressRecord
 from devtools.payments_io import Screen, feed, read_flagged
 from testbed.kafka_broker import CLIENT_LOGGER, BrokerError, JarsMissing, KafkaBroker, jars_dir, kafka_libs_dir
 

@@ -32,7 +32,7 @@
 #            with BASE_IMAGE pointing at it. Needs root, debootstrap and buildah
 #            (installed with apt-get when missing).
 #
-# Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, app/,
+# Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, contract/, app/,
 # controller/ (sources, not caches), the Kafka connector, S3A, fence and broker jars, the base image,
 # the builder, the tag and the format.
 #
@@ -111,7 +111,7 @@ esac
 # ------------------------------------------------------------------ context
 # The context holds only what the Dockerfile copies: the sources (without
 # bytecode caches) and the connector jars, so its hash is the inputs' hash.
-SOURCES=(Dockerfile .dockerignore docker pyproject.toml app controller)
+SOURCES=(Dockerfile .dockerignore docker pyproject.toml contract app controller)
 
 stage_context() { # stage_context <dir>
   local ctx="$1" p

@@ -1,4 +1,4 @@
-"""Writes app/contract/spark_functions.py: the names in Spark's own function registry
+"""Writes contract/spark_functions.py: the names in Spark's own function registry
 (`SHOW SYSTEM FUNCTIONS`) for the pinned pyspark, which the SQL allow-list starts from.
 
     .venv/bin/python hack/gen-spark-functions.py
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-TARGET = Path(__file__).resolve().parents[1] / "app" / "contract" / "spark_functions.py"
+TARGET = Path(__file__).resolve().parents[1] / "contract" / "spark_functions.py"
 
 
 def registry_names(spark) -> list[str]:

@@ -26,7 +26,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from app.contract import GROUP, LABEL_QUERY, PLURAL, VERSION
+from contract import GROUP, LABEL_QUERY, PLURAL, VERSION
 from controller import names
 from testbed.kube import KubeApiServer, free_port
 from testbed.specs import resource

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from app.contract import GROUP, VERSION
+from contract import GROUP, VERSION
 
 FLAG_ABOVE = 1000
 

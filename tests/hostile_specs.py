@@ -6,7 +6,7 @@ and the integration test that applies them to a real API server with the operato
 
 from __future__ import annotations
 
-from app.contract.spec import SECRET_KEY_PATTERN
+from contract.spec import SECRET_KEY_PATTERN
 from testbed.specs import changed, query_spec
 
 BASE = query_spec()
@@ -496,7 +496,7 @@ REFUSED_BY_POLICY = {
         "spec.restartPolicy.stableAfter",
         "policy.restarts",
     ),
-    # caps count every driver that can run at once, each with its executors (app.contract.capacity):
+    # caps count every driver that can run at once, each with its executors (contract.capacity):
     # a standby always, a warm upgrade's or blue/green's new driver at every spec change. Each spec
     # below keeps the caps when counted as one driver.
     "caps: a standby doubles the cores (32 alone, 64 with the standby)": (
@@ -578,7 +578,7 @@ REFUSED_BY_POLICY = {
         "spec.checkpoint.s3.endpoint",
         "policy.deniedHosts",
     ),
-    # hosts parsed, not matched: the metadata endpoint as the JVM and libc also read it (app.contract.hosts)
+    # hosts parsed, not matched: the metadata endpoint as the JVM and libc also read it (contract.hosts)
     "endpoint: decimal 2852039166 as a broker": (
         changed(BASE, {"source.kafka.bootstrapServers": "kafka:9092,2852039166:80"}),
         "team-a",
@@ -740,7 +740,7 @@ REFUSED_BY_POLICY = {
         "policy.classSparkConf",
     ),
     # -- identity, not names (issue #35): what a word or an account is, not what it is called ----
-    # functions Spark calls without parentheses (app.contract.sql.NILADIC_FUNCTIONS), backticked too
+    # functions Spark calls without parentheses (contract.sql.NILADIC_FUNCTIONS), backticked too
     "identity: user written alone in a where": (
         step(where="user IS NOT NULL"),
         "team-a",
@@ -897,7 +897,7 @@ REFUSED_BY_POLICY = {
         "spec.source.kafka.options.groupIdPrefix",
         "policy.transactionalNames",
     ),
-    # pod placement and metadata (app.contract.placement): a label or annotation that makes a pod pass for
+    # pod placement and metadata (contract.placement): a label or annotation that makes a pod pass for
     # another (the operator's and Spark's selectors), nodes and priorities the platform did not hand out
     "placement: forged query labels": (
         pod(labels={"streamq.io/query": "payments", "streamq.io/component": "driver"}),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
-from app.contract.checkpoint import (  # noqa: F401  (re-exported: the job's readers return these)
+from contract.checkpoint import (  # noqa: F401  (re-exported: the job's readers return these)
     CheckpointState,
     KafkaOffsets,
     StatefulOperator,

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from app.checkpoints.reader import CheckpointState
-from app.contract.compat import Holds
 from app.monitoring.health import compute_lag
 from app.monitoring.reporting import iso
+from contract.compat import Holds
 
 NOT_A_CHECKPOINT = "not a checkpoint: no metadata, offsets/ or commits/ of a Structured Streaming query"
 

@@ -12,11 +12,11 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from app.contract import ExitCode
-from app.contract.cli_help import HelpCommand, HelpGroup
-from app.contract.load import QueryDocument, load_document, load_file, parse_text
-from app.contract.policy import DEFAULT_RELEASE, OperatorFacts, Policy, from_values
-from app.contract.problems import Problem, SpecError, problems_from_validation_error
+from contract import ExitCode
+from contract.cli_help import HelpCommand, HelpGroup
+from contract.load import QueryDocument, load_document, load_file, parse_text
+from contract.policy import DEFAULT_RELEASE, OperatorFacts, Policy, from_values
+from contract.problems import Problem, SpecError, problems_from_validation_error
 
 cli = typer.Typer(help="Spark Structured Streaming queries, described once, run anywhere.", no_args_is_help=True, cls=HelpGroup)
 err = Console(stderr=True, soft_wrap=True)

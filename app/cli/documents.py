@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from app.contract.names import GROUP, KIND
+from contract.names import GROUP, KIND
 
 SUFFIXES = (".yaml", ".yml", ".json")
 _MENTIONS_KIND = re.compile(rf"\bkind\W+{KIND}\b")

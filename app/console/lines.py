@@ -1,6 +1,6 @@
 """What a person reads on a terminal: one progress line per record, one line at the stop.
 
-Pure functions over a progress record (app.contract.progress) and a checkpoint's
+Pure functions over a progress record (contract.progress) and a checkpoint's
 state; the JSON record stays what the operator reads.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from app.contract.checkpoint import CheckpointState
-from app.contract.modes import Mode
-from app.contract.progress import HealthState, ProgressRecord
+from contract.checkpoint import CheckpointState
+from contract.modes import Mode
+from contract.progress import HealthState, ProgressRecord
 
 
 def unit(mode: Mode | str | None) -> str:

@@ -15,9 +15,9 @@ import logging
 from dataclasses import replace
 
 from app.checkpoints.reader import CheckpointError, read_checkpoint
-from app.contract.checkpoint import offsets_json
-from app.contract.resume import ResumeFrom
 from app.driver.starting_offsets import StartPlan
+from contract.checkpoint import offsets_json
+from contract.resume import ResumeFrom
 
 log = logging.getLogger("streamq.job")
 

@@ -1,4 +1,4 @@
-"""Holding the driver Lease of a standby query (timings and the safety argument: app.contract.lease).
+"""Holding the driver Lease of a standby query (timings and the safety argument: contract.lease).
 
 ``Candidate`` and ``Holder`` decide (pure: Lease records and monotonic times in);
 ``DriverLease`` reads and writes the Lease with the Kubernetes API and keeps it
@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from pydantic import Field
 
-from app.contract.environment import EnvSettings
-from app.contract.lease import (
+from contract.environment import EnvSettings
+from contract.lease import (
     DURATION_S,
     FENCE_GRACE_S,
     LEASE_ENV,

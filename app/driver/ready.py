@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from app.contract.names import READY_FILE_ENV
+from contract.names import READY_FILE_ENV
 
 log = logging.getLogger("streamq.job")
 

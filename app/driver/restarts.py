@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.contract import ExitCode
+from contract import ExitCode
 
 MAX_DELAY_S = 16.0
 

@@ -25,16 +25,6 @@ from app.checkpoints.reader import (
 )
 from app.console.lines import committed_summary, progress_line
 from app.console.terminal import Terminal
-from app.contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
-from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
-from app.contract.environment import EnvSettings
-from app.contract.failpoints import Failpoint
-from app.contract.load import QueryDocument
-from app.contract.modes import Mode
-from app.contract.problems import SpecError
-from app.contract.progress import Recovered
-from app.contract.resume import ResumeFrom
-from app.contract.spec import IncompatibleChange, QuerySpec
 from app.driver import executors
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.lease_holder import DriverLease
@@ -50,6 +40,16 @@ from app.pipeline.failures import classify, one_line
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.plan import build_dataframe, build_writer
 from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
+from contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
+from contract.environment import EnvSettings
+from contract.failpoints import Failpoint
+from contract.load import QueryDocument
+from contract.modes import Mode
+from contract.problems import SpecError
+from contract.progress import Recovered
+from contract.resume import ResumeFrom
+from contract.spec import IncompatibleChange, QuerySpec
 
 log = logging.getLogger("streamq.job")
 STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.contract.checkpoint import EARLIEST, CheckpointState, KafkaOffsets, offsets_json, parse_offsets_json
-from app.contract.progress import Recovered
-from app.contract.resume import ResumeFrom
+from contract.checkpoint import EARLIEST, CheckpointState, KafkaOffsets, offsets_json, parse_offsets_json
+from contract.progress import Recovered
+from contract.resume import ResumeFrom
 
 
 @dataclass(frozen=True)

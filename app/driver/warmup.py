@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.contract.spec import QuerySpec
 from app.pipeline.plan import apply_trigger, build_dataframe, query_name
+from contract.spec import QuerySpec
 
 log = logging.getLogger("streamq.job")
 

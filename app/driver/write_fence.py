@@ -1,6 +1,6 @@
 """The driver's write fence: its Kafka records stop at its Lease deadline (jvm/fence).
 
-The Lease (app.contract.lease) keeps two drivers of a query from writing at once as long as the
+The Lease (contract.lease) keeps two drivers of a query from writing at once as long as the
 holder's process runs: past its renew deadline it stops its query and exits. A process that was
 frozen (its node paused, its VM stopped) does not run that check in time: when it wakes up,
 every thread runs at once, and the writing tasks may send records before the lease thread sees
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 
-from app.contract.spec import QuerySpec
+from contract.spec import QuerySpec
 
 log = logging.getLogger("streamq.fence")
 

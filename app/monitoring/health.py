@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.contract import ExitCode
-from app.contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offsets_json
-from app.contract.progress import HealthState
-from app.contract.spec import QuerySpec
 from app.pipeline.kafka_checks import slot_shortage
+from contract import ExitCode
+from contract.checkpoint import EARLIEST, LATEST, KafkaOffsets, parse_offsets_json
+from contract.progress import HealthState
+from contract.spec import QuerySpec
 
 # --- lag ------------------------------------------------------------------------------
 

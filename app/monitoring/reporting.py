@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from app.console.lines import due_for_people
-from app.contract.checkpoint import CheckpointState, KafkaOffsets
-from app.contract.modes import Mode
-from app.contract.progress import EVENT, CheckpointHolds, ProgressHealth, ProgressRecord, Recovered
 from app.monitoring.health import Verdict
+from contract.checkpoint import CheckpointState, KafkaOffsets
+from contract.modes import Mode
+from contract.progress import EVENT, CheckpointHolds, ProgressHealth, ProgressRecord, Recovered
 
 
 def iso(moment: float | None = None) -> str | None:
@@ -117,7 +117,7 @@ def progress_record(
     in_place_restarts: int | None = None,
     last_in_place_restart: str | None = None,
 ) -> ProgressRecord:
-    """The record the operator reads back (app.contract.progress)."""
+    """The record the operator reads back (contract.progress)."""
     return ProgressRecord(
         event=EVENT,
         query=query,

@@ -24,10 +24,6 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from app.checkpoints.reader import CheckpointError, CheckpointState, KafkaOffsets, read_checkpoint
-from app.contract import ExitCode
-from app.contract.compat import Holds
-from app.contract.progress import ProgressRecord, Recovered
-from app.contract.spec import OnStall, QuerySpec
 from app.monitoring.health import (
     HealthState,
     StallClock,
@@ -49,6 +45,10 @@ from app.pipeline.kafka_checks import (
     list_offsets,
     source_partitions,
 )
+from contract import ExitCode
+from contract.compat import Holds
+from contract.progress import ProgressRecord, Recovered
+from contract.spec import OnStall, QuerySpec
 
 log = logging.getLogger("streamq.watchdog")
 MIN_TICK_S = 1.0  # the listener's wake-ups never make looks more frequent than this

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import tempfile
 
-from app.contract import ExitCode
-from app.contract.load import QueryDocument
-from app.contract.problems import Problem
 from app.pipeline.exactly_once import at_least_once
 from app.pipeline.failures import classify, one_line
 from app.pipeline.plan import apply_transform, build_writer, read_source
+from contract import ExitCode
+from contract.load import QueryDocument
+from contract.problems import Problem
 
 GRACE_SECONDS = 4.0
 # Without these, stopping a query whose broker is unreachable waits a full

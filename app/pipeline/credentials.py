@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
-from app.contract.problems import Problem, SpecError
-from app.contract.spec import KafkaAuth, KafkaTls, S3Checkpoint, SaslMechanism
+from contract import SECRETS_DIR_ENV, SECRETS_MOUNT_DIR
+from contract.problems import Problem, SpecError
+from contract.spec import KafkaAuth, KafkaTls, S3Checkpoint, SaslMechanism
 
 _LOGIN_MODULES = {
     SaslMechanism.PLAIN: "org.apache.kafka.common.security.plain.PlainLoginModule",

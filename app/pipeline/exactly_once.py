@@ -21,7 +21,7 @@ batch with the marker it committed, and goes on from step 3 while the broker tak
 marker (no other producer has fenced it since); else the writer starts over at step 1.
 With one writer there is no shuffle (``coalesce(1)``).
 
-The decisions (names, marker, when to skip) are app.contract.exactly_once; the
+The decisions (names, marker, when to skip) are contract.exactly_once; the
 argument is in docs/architecture.md ("Exactly-once Kafka output"). Credentials are
 read on the driver from the mounted Secret and travel in the task closure to the
 writers, as Spark's own Kafka writer ships its JAAS option; they are never logged.
@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from app.checkpoints.reader import read_checkpoint
-from app.contract import failpoints
-from app.contract.exactly_once import (
+from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
+from contract import failpoints
+from contract.exactly_once import (
     WRITER_SETTINGS,
     Marker,
     already_written,
@@ -50,9 +51,8 @@ from app.contract.exactly_once import (
     query_prefix,
     reader_group,
 )
-from app.contract.failpoints import Failpoint
-from app.contract.spec import Delivery, QuerySpec, duration_ms
-from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
+from contract.failpoints import Failpoint
+from contract.spec import Delivery, QuerySpec, duration_ms
 
 log = logging.getLogger("streamq.exactly_once")
 DEFAULT_NAMESPACE = "default"  # a job run outside Kubernetes (streamq dev, tests)
@@ -267,7 +267,7 @@ class WriteTask:
         return f"{self.prefix}{writer}"
 
     def _fail_on_purpose(self, producer, writer: int) -> None:
-        """The failpoints between the rows and the commit (tests only: app.contract.failpoints)."""
+        """The failpoints between the rows and the commit (tests only: contract.failpoints)."""
         if self.failpoint not in (Failpoint.KILL_BEFORE_COMMIT, Failpoint.ABANDON_BEFORE_COMMIT):
             return
         if not _first_time(self.prefix, self.checkpoint, self.batch, writer):

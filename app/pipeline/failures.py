@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from app.contract import ExitCode
+from contract import ExitCode
 
 # Spark's error conditions (SparkThrowable.getCondition(), or "[CONDITION] ..." in the
 # message) that mean the query itself is refused: fix the resource, do not retry.

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.contract import ExitCode
-from app.contract.checkpoint import KafkaOffsets
-from app.contract.spec import QuerySpec
 from app.pipeline.credentials import librdkafka_auth_config, librdkafka_tls_config
+from contract import ExitCode
+from contract.checkpoint import KafkaOffsets
+from contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)

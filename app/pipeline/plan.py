@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import socket
 
-from app.contract import QUERY_ENV, WRITER_HEADER
-from app.contract.exactly_once import source_group_prefix
-from app.contract.modes import Mode
-from app.contract.spec import QuerySpec, Transform, spark_interval
 from app.pipeline.credentials import kafka_auth_options, kafka_tls_options
 from app.pipeline.exactly_once import ExactlyOnceSink, namespace_of
+from contract import QUERY_ENV, WRITER_HEADER
+from contract.exactly_once import source_group_prefix
+from contract.modes import Mode
+from contract.spec import QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, POD_IP_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
-from app.contract.checkpoint import local_path
-from app.contract.spec import QuerySpec
 from app.pipeline.credentials import s3a_hadoop_secrets
+from contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, POD_IP_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
+from contract.checkpoint import local_path
+from contract.spec import QuerySpec
 
 log = logging.getLogger("streamq.session")
 
@@ -163,7 +163,7 @@ def get_session(spec: QuerySpec, app_name: str, slots: int | None = None, with_s
         s3a_hadoop_secrets(spec.checkpoint.s3) if with_secrets else {}
     )  # read before the JVM starts: a missing file fails fast
     if with_secrets and not secrets and spec.checkpoint.location.startswith("s3a://"):
-        # only a policy with allowNodeIdentity lets such a spec through (app.contract.policy._node_identity)
+        # only a policy with allowNodeIdentity lets such a spec through (contract.policy._node_identity)
         log.warning("checkpoint %s has no checkpoint.s3.credentials: S3A signs with its default chain (environment, "
                     "web identity, the node's instance profile)", spec.checkpoint.location)  # fmt: skip
     if conf.get(EXECUTOR_INSTANCES) == "0":

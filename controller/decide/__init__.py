@@ -50,11 +50,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from app.contract.credentials import credential_secret_problems, refused_for_a_secret
-from app.contract.derived import derived_location_problems
-from app.contract.load import validate_spec
-from app.contract.names import KIND, query_name_problem
-from app.contract.problems import Problem, SpecError
+from contract.credentials import credential_secret_problems, refused_for_a_secret
+from contract.derived import derived_location_problems
+from contract.load import validate_spec
+from contract.names import KIND, query_name_problem
+from contract.problems import Problem, SpecError
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.decide.conditions import ProblemKind

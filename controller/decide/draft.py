@@ -14,8 +14,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from app.contract.policy import OperatorFacts, Policy
-from app.contract.progress import ProgressRecord
+from contract.policy import OperatorFacts, Policy
+from contract.progress import ProgressRecord
 from controller.decide.conditions import Problem, ProblemKind, conditions
 from controller.observe import Driver, LeaseState
 from controller.phases import Phase
@@ -44,7 +44,7 @@ class Inputs:
     facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy
     lease: LeaseState | None = None  # a standby query's Lease, read when a fenced driver's node is lost
     # The Secrets the spec names for credentials: name -> their type and labels, None for a missing one
-    # (app.contract.credentials); None: not read, not judged.
+    # (contract.credentials); None: not read, not judged.
     secrets: Mapping[str, Mapping[str, Any] | None] | None = None
     # What carrying out this pass's decision came to (a refusal...): set for the pass's second decision only.
     acted: ActOutcome | None = None

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from app.contract.policy import is_policy_problem
-from app.contract.problems import SpecError
-from app.contract.resume import ResumeFrom
-from app.contract.spec import QuerySpec, duration_ms
+from contract.policy import is_policy_problem
+from contract.problems import SpecError
+from contract.resume import ResumeFrom
+from contract.spec import QuerySpec, duration_ms
 from controller.decide import health, restart, standby
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft, Event, ResizeDriver, Verb

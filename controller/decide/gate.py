@@ -1,6 +1,6 @@
 """The checkpoint gate: which spec runs, on which checkpoint (pure).
 
-A change the checkpoint cannot take (app.contract.compat: the source's kind,
+A change the checkpoint cannot take (contract.compat: the source's kind,
 topics or pattern; state the new spec would not keep, as the job reported the
 checkpoint holds) is refused, unless the checkpoint location changed too, or
 ``onIncompatibleChange: newCheckpoint`` asks for a fresh checkpoint next to the
@@ -19,10 +19,10 @@ spec cannot read.
 
 from __future__ import annotations
 
-from app.contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
-from app.contract.policy import warm_upgrades
-from app.contract.progress import ProgressRecord
-from app.contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
+from contract.compat import Holds, checkpoint_differences, fresh_checkpoint_location, refusal, spec_differences
+from contract.policy import warm_upgrades
+from contract.progress import ProgressRecord
+from contract.spec import IncompatibleChange, QuerySpec, UpgradeStrategy
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import Decision, Draft, Verb
 from controller.phases import ConditionType, Phase, Reason

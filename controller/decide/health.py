@@ -3,7 +3,7 @@
 A stall it reports makes ``Degraded`` ``Stalled`` (the job decides whether to exit); a
 broker it waits for, ``SourceUnavailable``; a restart in place (app.driver.restarts) is an event;
 a driver that printed nothing for a while is ``Unresponsive``; a checkpoint it had
-to start afresh (from the offsets recorded in status, app.contract.resume) is said
+to start afresh (from the offsets recorded in status, contract.resume) is said
 in an event. Reported, never acted on.
 """
 

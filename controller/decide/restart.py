@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from app.contract import ExitCode
-from app.contract.spec import QuerySpec, RestartType, duration_ms
+from contract import ExitCode
+from contract.spec import QuerySpec, RestartType, duration_ms
 from controller.decide import standby
 from controller.decide.draft import WAIT_FOR_DELETION_S, Decision, Draft, Verb
 from controller.observe import Driver, DriverPhase

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from app.contract.names import SPARK_UI_PORT
+from contract.names import SPARK_UI_PORT
 from controller import names
 from controller.decide.draft import ApplySparkUIService, Decision, DeleteSparkUIService, Event, Inputs
 from controller.phases import Reason

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from kubernetes.utils import parse_quantity
 
-from app.contract.lease import lease_name
-from app.contract.spec import QuerySpec
+from contract.lease import lease_name
+from contract.spec import QuerySpec
 from controller.decide.draft import CreateDriver, Decision, Draft, ReleaseLease, ResizeDriver, Verb
 from controller.observe import Driver
 from controller.phases import Phase, Reason

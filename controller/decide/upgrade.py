@@ -6,7 +6,7 @@ SparkSession and plan warm up (app.driver.warmup) while it waits on the query's 
 running driver holds. Once its pod is Ready (app.driver.ready: warm), the running driver is
 deleted: on SIGTERM it stops its query, releases the Lease as soon as no task runs, and
 the new one takes the Lease and resumes from the same checkpoint. The Lease, not these
-decisions, keeps the two from writing at once (app.contract.lease).
+decisions, keeps the two from writing at once (contract.lease).
 
     outdated     the entry point: warm, or a plain restart (drivers.replace_outdated) and why
     warming      the new driver exists: wait for Ready, give up, or hand over
@@ -31,9 +31,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Final
 
-from app.contract.lease import lease_name
-from app.contract.policy import Policy, warm_upgrades
-from app.contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
+from contract.lease import lease_name
+from contract.policy import Policy, warm_upgrades
+from contract.spec import Backend, QuerySpec, UpgradeStrategy, duration_ms
 from controller.decide import drivers, standby
 from controller.decide.acted import CreateRefused, Refusal
 from controller.decide.conditions import ProblemKind

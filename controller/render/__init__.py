@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract.spec import Backend
+from contract.spec import Backend
 from controller import names
 from controller.config import Settings
 from controller.render import lease_access, spark_ui

@@ -15,7 +15,7 @@ import base64
 import secrets
 from typing import Any
 
-from app.contract.spec import Backend
+from contract.spec import Backend
 from controller import names
 from controller.render.meta import child
 from controller.run import Run

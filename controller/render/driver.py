@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import (
+from contract import (
     POD_IP_ENV,
     PROGRESS_FILE_ENV,
     QUERY_ENV,
@@ -16,9 +16,9 @@ from app.contract import (
     SPEC_FILE_NAME,
     SPEC_MOUNT_DIR,
 )
-from app.contract import placement as contract_placement
-from app.contract.lease import LEASE_ENV, lease_name
-from app.contract.spec import QuerySpec
+from contract import placement as contract_placement
+from contract.lease import LEASE_ENV, lease_name
+from contract.spec import QuerySpec
 from controller import names, placement
 from controller.config import Settings
 from controller.render import lease_access

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR
-from app.contract.spec import Backend, QuerySpec
+from contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR
+from contract.spec import Backend, QuerySpec
 from controller import names, placement
 from controller.config import Settings
 from controller.render.auth import auth_conf

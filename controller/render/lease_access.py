@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract.lease import DURATION_S, lease_name
-from app.contract.policy import Policy, warm_upgrades
+from contract.lease import DURATION_S, lease_name
+from contract.policy import Policy, warm_upgrades
 from controller import names
 from controller.config import Settings
 from controller.render.meta import child

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import READY_FILE, SPARK_UI_PORT, TERMINATION_LOG
+from contract import READY_FILE, SPARK_UI_PORT, TERMINATION_LOG
 from controller import names, placement
 from controller.config import Settings
 from controller.render.driver import SPEC_PATH, container_security_context, driver_env, image_of, pod_security_context, scheduling

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.contract import API_VERSION, HANDOVER_ANNOTATION, KIND, RESUME_ANNOTATION, SPEC_FILE_NAME
-from app.contract.spec import Backend
+from contract import API_VERSION, HANDOVER_ANNOTATION, KIND, RESUME_ANNOTATION, SPEC_FILE_NAME
+from contract.spec import Backend
 from controller import names
 from controller.config import Settings
 from controller.render.executors import EXECUTOR_TEMPLATE_FILE, executor_conf, executor_pod_template

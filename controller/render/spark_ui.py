@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import SPARK_UI_PORT
+from contract import SPARK_UI_PORT
 from controller import names
 from controller.config import Settings
 

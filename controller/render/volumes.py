@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR, locations
-from app.contract.checkpoint import local_path as checkpoint_local_path
-from app.contract.policy import volume_mount
-from app.contract.spec import QuerySpec
+from contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR, locations
+from contract.checkpoint import local_path as checkpoint_local_path
+from contract.policy import volume_mount
+from contract.spec import QuerySpec
 from controller import names
 from controller.render.auth import auth_mount, auth_volume, uses_spark_auth
 from controller.run import Run

@@ -1,7 +1,7 @@
 """Faults of the control plane (issue #12), injected for real on the session's cluster:
 
 * two operator replicas with kopf's peering, the active one dead mid-reconcile: the
-  failpoint exit-after-create (app.contract.failpoints) makes it exit 137 right after it
+  failpoint exit-after-create (contract.failpoints) makes it exit 137 right after it
   created the driver pod of a new query and before it recorded it in the status, every
   run, whatever the timing; the other takes over, and there are never two driver pods
   for the query (polled all along);
@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from app.contract import failpoints
-from app.contract.failpoints import Failpoint
+from contract import failpoints
+from contract.failpoints import Failpoint
 from testbed.cluster.addons import OPERATOR_NAMESPACE, RELEASE
 from testbed.cluster.base import REPO_ROOT
 from testbed.cluster.workload import DriverWatch, figure, flagged, fraud_spec, payments, wait_output

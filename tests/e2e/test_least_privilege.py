@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from app.contract.lease import lease_name
+from contract.lease import lease_name
 from controller import names
 from testbed.cluster.workload import figure
 from testbed.wait import wait_for

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from app.checkpoints.reader import S3Files, S3Options, configure_s3, read_checkpoint
-from app.contract.checkpoint import CheckpointState
+from contract.checkpoint import CheckpointState
 from testbed.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE
 from testbed.cluster.seaweedfs import ObjectStore
 from testbed.cluster.workload import (

@@ -38,9 +38,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as ConnectionTrouble
 
-from app.contract import GROUP, PLURAL, VERSION
-from app.contract.policy import chart_fullname, check_policy, from_values
-from app.contract.spec import QuerySpec
+from contract import GROUP, PLURAL, VERSION
+from contract.policy import chart_fullname, check_policy, from_values
+from contract.spec import QuerySpec
 from controller.admission import NAME_SUFFIX, render_policy
 from testbed.kube import KubeApiServer, KubectlError, kube_bin
 from testbed.operator import install_streamq, unique

@@ -2,9 +2,9 @@
 
 import pytest
 
-from app.contract.load import QueryDocument
-from app.contract.spec import QuerySpec
 from app.pipeline.analyser import analyse
+from contract.load import QueryDocument
+from contract.spec import QuerySpec
 from testbed.specs import query_spec
 
 pytestmark = pytest.mark.integration
@@ -60,12 +60,12 @@ def test_validation_never_writes_the_real_checkpoint(spark, tmp_path):
 
 
 def test_the_sql_allow_list_is_generated_from_this_sparks_registry(spark):
-    """app/contract/spark_functions.py is Spark's registry for the pinned release: after an
+    """contract/spark_functions.py is Spark's registry for the pinned release: after an
     upgrade, `hack/gen-spark-functions.py` writes it again and the new functions get a review."""
     import importlib.util
     from pathlib import Path
 
-    from app.contract.spark_functions import SPARK_FUNCTIONS, SPARK_VERSION
+    from contract.spark_functions import SPARK_FUNCTIONS, SPARK_VERSION
 
     script = Path(__file__).resolve().parents[2] / "hack" / "gen-spark-functions.py"
     loaded = importlib.util.spec_from_file_location("gen_spark_functions", script)

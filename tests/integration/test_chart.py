@@ -327,7 +327,7 @@ def test_the_full_network_policy_is_off_by_default_and_limits_queries_when_on(he
     assert [p["port"] for p in egress[3]["ports"]] == [9092, 9093]
     assert len(egress) == 4  # nothing else leaves
     # the labels it selects are the ones the operator puts on drivers and executors
-    from app.contract.names import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY
+    from contract.names import LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY
     from controller import names
 
     for component in (names.COMPONENT_DRIVER, names.COMPONENT_EXECUTOR):
@@ -463,7 +463,7 @@ def test_schema_rejects(helm, tmp_path, values):
 
 def test_driver_pod_monitor_scrapes_the_spark_ui_port_with_the_query_label(helm, tmp_path):
     """spec.runtime.sparkUI drivers serve Spark's metrics on the port render.driver_pod names spark-ui."""
-    from app.contract.names import SPARK_UI_PORT
+    from contract.names import SPARK_UI_PORT
 
     assert not by_kind(render(helm, tmp_path), "PodMonitor")
     values = {"metrics": {"enabled": True, "port": 9090, "driverPodMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
@@ -621,7 +621,7 @@ def test_by_default_query_pods_reach_everything_but_the_metadata_ranges(helm, tm
         assert _reaches(policy, address), address
     _excepts_are_valid(policy)
     # the same ranges the operator's default policy denies
-    from app.contract.policy import METADATA_HOSTS
+    from contract.policy import METADATA_HOSTS
 
     excepted = {e for peer in spec["egress"][1]["to"] for e in peer["ipBlock"]["except"]}
     assert excepted == {h for h in METADATA_HOSTS if "/" in h}

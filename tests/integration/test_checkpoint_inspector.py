@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from app.checkpoints.reader import read_checkpoint
-from app.contract.load import validate_spec
 from app.pipeline.plan import build_dataframe, build_writer
+from contract.load import validate_spec
 from testbed.jobs import ROOT
 from testbed.specs import flagged, payments, query_spec
 from testbed.wait import wait_for

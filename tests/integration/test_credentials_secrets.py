@@ -1,5 +1,5 @@
 """Credentials Secrets by what they are, on a real API server with the operator running
-(app.contract.credentials): a Secret a query mounts must be Opaque and labelled
+(contract.credentials): a Secret a query mounts must be Opaque and labelled
 streamq.io/credentials: "true". A service-account token named like a tenant's Secret, or an
 unlabelled Secret, makes the query Invalid (PolicyViolation) at the field naming it, before any
 pod; marking the Secret lets the same query start, and a Secret that turns out to be a token
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from app.contract.names import LABEL_CREDENTIALS
+from contract.names import LABEL_CREDENTIALS
 from testbed.specs import query_spec
 
 pytestmark = pytest.mark.integration

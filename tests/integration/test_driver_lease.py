@@ -10,8 +10,8 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes import client
 
-from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
 from app.driver.lease_holder import DriverLease
+from contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
 from tests.support.proxy import CuttableProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]

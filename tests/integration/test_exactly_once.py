@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 
 from app.checkpoints.reader import read_checkpoint
-from app.contract import ExitCode
-from app.contract.exactly_once import Marker, control_topic, transactional_id
 from app.pipeline.exactly_once import last_marker, namespace_of
+from contract import ExitCode
+from contract.exactly_once import Marker, control_topic, transactional_id
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.specs import flagged, query_spec, write_resource
 from testbed.wait import wait_for

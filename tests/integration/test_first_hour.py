@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.kafka_broker import _port_is_free
 from testbed.wait import wait_for
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from app.contract.names import LABEL_CREDENTIALS
+from contract.names import LABEL_CREDENTIALS
 from controller import names
 from testbed.jobs import JobProcess
 from testbed.operator import unique

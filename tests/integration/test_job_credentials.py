@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.jobs import JobProcess
 from testbed.kafka_broker import free_port
 from testbed.specs import flagged, payments, query_spec, write_resource

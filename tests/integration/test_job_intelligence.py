@@ -14,9 +14,9 @@ from collections import Counter
 import pytest
 
 from app.checkpoints.reader import read_checkpoint
-from app.contract import RESUME_ANNOTATION, ExitCode
-from app.contract.progress import ProgressRecord
-from app.contract.resume import ResumeFrom
+from contract import RESUME_ANNOTATION, ExitCode
+from contract.progress import ProgressRecord
+from contract.resume import ResumeFrom
 from testbed.jobs import ROOT, JobProcess, SteadyProducer
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from app.checkpoints.reader import read_checkpoint
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for

@@ -6,8 +6,8 @@ the lifecycle tests in test_job_lifecycle.py run the job as its own process.
 
 import pytest
 
-from app.contract.load import validate_spec
 from app.pipeline.plan import build_dataframe, build_writer
+from contract.load import validate_spec
 from testbed.specs import flagged, payments, query_spec
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.jobs import JobProcess
 from testbed.kafka_broker import KafkaBroker, kafka_libs_dir, make_topic_name
 from testbed.specs import EXACTLY_ONCE, flagged, payments, query_spec, write_resource

@@ -20,7 +20,7 @@ from collections import Counter
 import pytest
 
 from app.checkpoints.reader import S3Options, configure_s3, read_checkpoint
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.seaweedfs import REGION
 from testbed.specs import flagged, query_spec, write_resource

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from app.contract import GROUP, PLURAL, VERSION
+from contract import GROUP, PLURAL, VERSION
 from testbed.specs import RATE_TO_CONSOLE, query_spec
 from testbed.wait import wait_for
 from tests.support.proxy import InterposingProxy

@@ -1,7 +1,7 @@
 """The API server itself refuses invalid StreamingQueries (schema and CEL from the
 generated CRD), with the message `kubectl apply` prints. No operator runs here.
 
-Each case is also refused by the spec model (app.contract.load.validate_spec), so the
+Each case is also refused by the spec model (contract.load.validate_spec), so the
 CRD never lets through what the job would refuse for the same reason, and never
 refuses what the model accepts (the valid cases)."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.load import validate_spec
-from app.contract.problems import SpecError
+from contract.load import validate_spec
+from contract.problems import SpecError
 from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from app.contract.lease import lease_name
+from contract.lease import lease_name
 from controller import names
 from testbed.specs import RATE_TO_CONSOLE, query_spec
 from testbed.wait import wait_for

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from app.contract import GROUP, PLURAL, VERSION
-from app.contract.lease import lease_name
+from contract import GROUP, PLURAL, VERSION
+from contract.lease import lease_name
 from controller import names
 from controller.decide import spark_ui
 from testbed.specs import query_spec

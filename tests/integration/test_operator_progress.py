@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pytest
 
-from app.contract import RESUME_ANNOTATION, ExitCode
+from contract import RESUME_ANNOTATION, ExitCode
 from controller import names
 from testbed.jobs import JobProcess
 from testbed.kube import free_port

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.lease import LEASE_ENV
+from contract.lease import LEASE_ENV
 from testbed.specs import RATE_TO_CONSOLE, query_spec
 from testbed.wait import wait_for
 

@@ -13,8 +13,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from app.contract import ExitCode
-from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
+from contract import ExitCode
+from contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.kube import write_kubeconfig
 from testbed.specs import flagged, query_spec, write_resource

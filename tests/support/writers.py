@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from app.contract import WRITER_HEADER
+from contract import WRITER_HEADER
 
 
 @dataclass(frozen=True)

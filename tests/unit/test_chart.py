@@ -171,7 +171,7 @@ def test_alerts_and_dashboard_are_off_by_default():
 
 
 def test_the_chart_keeps_query_pods_from_the_networks_the_policy_denies_by_default():
-    from app.contract.policy import METADATA_HOSTS
+    from contract.policy import METADATA_HOSTS
 
     netpol = (CHART / "templates" / "_netpol.tpl").read_text()
     cidrs = re.search(r'define "streamq.metadataCIDRs" -}}\n(.*?)\n', netpol)[1].split(",")

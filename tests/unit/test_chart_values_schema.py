@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.contract.policy import Policy
+from contract.policy import Policy
 
 pytestmark = pytest.mark.unit
 
@@ -45,12 +45,12 @@ def test_every_property_has_a_description():
 
 
 def test_policy_descriptions_are_the_models():
-    """The operator reads `policy:` into app.contract.policy.Policy: one text for both."""
+    """The operator reads `policy:` into contract.policy.Policy: one text for both."""
     schema = SCHEMA["properties"]["policy"]["properties"]
     for name, field in Policy.model_fields.items():
         key = field.alias or name
         assert schema[key].get("description") == field.description, (
-            f"policy.{key}: values.schema.json's description differs from Policy.{name}'s (app/contract/policy.py)"
+            f"policy.{key}: values.schema.json's description differs from Policy.{name}'s (contract/policy.py)"
         )
 
 

@@ -55,7 +55,7 @@ PROGRESS = re.compile(r"^(\d\d:\d\d:\d\d) ([\w-]+): (\w+) (epoch|batch) (\d+), (
 
 def test_progress_lines_in_the_docs_are_what_the_job_prints():
     from app.console.lines import progress_line
-    from app.contract.progress import ProgressRecord
+    from contract.progress import ProgressRecord
 
     shown = [m for m in map(PROGRESS.match, sample_lines(DOCS)) if m]
     assert shown, "the docs show a progress line"

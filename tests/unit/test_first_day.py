@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.contract.names import ExitCode
+from contract.names import ExitCode
 
 pytestmark = pytest.mark.unit
 
@@ -67,7 +67,7 @@ def test_latency_figures_in_the_readmes_prose_name_their_results_file():
 def test_an_editable_install_of_a_fresh_clone_prints_no_warning(tmp_path):
     """setuptools picks a meta-path finder for a flat layout it cannot prove simple, and pip
     shows its warning block; with the root declared it writes a .pth and says nothing."""
-    for name in ("app", "controller"):
+    for name in ("contract", "app", "controller"):
         subprocess.run(["cp", "-r", str(ROOT / name), str(tmp_path / name)], check=True)
     (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     for stray in ("tests", "examples", "spark-warehouse", "bench"):  # what a working clone has beside them

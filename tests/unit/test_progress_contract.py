@@ -4,11 +4,11 @@ import io
 
 import pytest
 
-from app.contract.checkpoint import CheckpointState
-from app.contract.modes import Mode
-from app.contract.progress import CheckpointHolds, HealthState, ProgressRecord, field_path
 from app.monitoring.health import Verdict
 from app.monitoring.reporting import ProgressSink, Rates, progress_record
+from contract.checkpoint import CheckpointState
+from contract.modes import Mode
+from contract.progress import CheckpointHolds, HealthState, ProgressRecord, field_path
 from controller.progress import last_progress, stalled
 
 pytestmark = pytest.mark.unit

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUFF = Path(sys.executable).parent / "ruff"
 HOW_TO_FIX = "fix with: .venv/bin/ruff format . && .venv/bin/ruff check --fix ."
 # Every Python folder of the checkout: a config that excluded one would pass without looking at it.
-CHECKED_FOLDERS = {"app", "controller", "testbed", "tests", "bench", "devtools", "hack"}
+CHECKED_FOLDERS = {"contract", "app", "controller", "testbed", "tests", "bench", "devtools", "hack"}
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""mypy, strict, over the contract and the operator (app/contract, controller), in the unit tier.
+"""mypy, strict, over the contract and the operator (contract, controller), in the unit tier.
 
 What is checked and how is [tool.mypy] in pyproject.toml; this runs mypy from the repository root
 as a developer would (`.venv/bin/mypy`), with its cache in .mypy_cache: a warm run takes seconds.
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 MYPY = Path(sys.executable).parent / "mypy"
-CHECKED = ("app/contract", "controller")
+CHECKED = ("contract", "controller")
 
 
 def test_mypy_is_strict_over_the_contract_and_the_operator():

@@ -2,7 +2,7 @@
 The cloud metadata endpoints no query pod may reach, whatever networkPolicy allows:
 AWS, GCP, Azure, OpenStack... serve instance credentials at 169.254.169.254 (AWS also at
 fd00:ec2::254, its ECS and Pod Identity agents at 169.254.170.2 and .23, fd00:ec2::23;
-Alibaba at 100.100.100.200): the link-local ranges whole, as app.contract.policy's
+Alibaba at 100.100.100.200): the link-local ranges whole, as contract.policy's
 METADATA_HOSTS. Every egress peer of the queries' NetworkPolicy goes
 through "streamq.guardPeers": an ipBlock that covers one of them gets it in `except`
 (an `except` must lie inside its cidr, so only those it covers), an ipBlock inside

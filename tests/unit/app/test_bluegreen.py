@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.checkpoint import CheckpointState
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.starting_offsets import plan_start
+from contract.checkpoint import CheckpointState
 from tests.unit.app.test_checkpoint import _write_checkpoint
 
 pytestmark = pytest.mark.unit

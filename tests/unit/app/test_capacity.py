@@ -1,4 +1,4 @@
-"""What one query can hold at once (app.contract.capacity): every driver that can run at once counts
+"""What one query can hold at once (contract.capacity): every driver that can run at once counts
 with its executors, and the default policy's caps compare that."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from app.contract.capacity import concurrent_drivers, cores_at_once, executors_at_once, memory_at_once, second_driver
-from app.contract.load import validate_spec
-from app.contract.policy import Policy, check_policy
+from contract.capacity import concurrent_drivers, cores_at_once, executors_at_once, memory_at_once, second_driver
+from contract.load import validate_spec
+from contract.policy import Policy, check_policy
 from testbed.specs import changed, query_spec
 
 pytestmark = pytest.mark.unit

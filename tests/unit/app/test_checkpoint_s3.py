@@ -7,7 +7,7 @@ import pytest
 
 from app.checkpoints import reader as checkpoint
 from app.checkpoints.reader import CheckpointError, S3Files, S3Options, configure_s3, open_location, read_checkpoint
-from app.contract.load import validate_spec
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

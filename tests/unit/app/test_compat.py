@@ -2,9 +2,9 @@
 
 import pytest
 
-from app.contract.checkpoint import CheckpointState, StatefulOperator
-from app.contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
-from app.contract.load import validate_spec
+from contract.checkpoint import CheckpointState, StatefulOperator
+from contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal, spec_differences
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Credentials Secrets by what they are (app.contract.credentials): a Secret a query mounts is an
+"""Credentials Secrets by what they are (contract.credentials): a Secret a query mounts is an
 Opaque one labelled streamq.io/credentials: "true", whatever it is called; and the operator's
 decision makes a query naming another kind Invalid (PolicyViolation), at the field naming it."""
 
@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.contract.credentials import RULE, credential_secret_problems, refused_for_a_secret, secret_names
-from app.contract.load import validate_spec
-from app.contract.names import LABEL_CREDENTIALS
-from app.contract.policy import Policy, is_policy_problem
+from contract.credentials import RULE, credential_secret_problems, refused_for_a_secret, secret_names
+from contract.load import validate_spec
+from contract.names import LABEL_CREDENTIALS
+from contract.policy import Policy, is_policy_problem
 from controller.decide import Inputs, decide
 from controller.phases import Phase, Reason
 from controller.status import QueryStatus

@@ -1,17 +1,17 @@
 """Derived checkpoint locations keep the spec's location rules, and a remote checkpoint writes
-with credentials of the namespace, never with the node's identity (app.contract.derived,
+with credentials of the namespace, never with the node's identity (contract.derived,
 policy.derivedLocations, policy.allowNodeIdentity)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.contract.compat import fresh_checkpoint_location
-from app.contract.derived import derived_location_problems, may_reset
-from app.contract.load import validate_spec
-from app.contract.policy import Policy
-from app.contract.problems import SpecError
-from app.contract.spec import MAX_VALUE
+from contract.compat import fresh_checkpoint_location
+from contract.derived import derived_location_problems, may_reset
+from contract.load import validate_spec
+from contract.policy import Policy
+from contract.problems import SpecError
+from contract.spec import MAX_VALUE
 from controller.render import checkpoint_mount_path
 from testbed.specs import changed, query_spec
 

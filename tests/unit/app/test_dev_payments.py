@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from app.contract.load import validate_spec
+from contract.load import validate_spec
 from devtools.loop import local_spec
 from devtools.payments import FLAG_ABOVE, flagged_line, latency_line, latency_ms, payment, percentile
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.load import validate_spec
-from app.contract.policy import OperatorFacts, Policy
-from app.contract.problems import SpecError
+from contract.load import validate_spec
+from contract.policy import OperatorFacts, Policy
+from contract.problems import SpecError
 from testbed.specs import changed, query_spec
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Settings from environment variables (app.contract.environment): one pydantic-settings class per
+"""Settings from environment variables (contract.environment): one pydantic-settings class per
 consumer, read from os.environ or, in tests, from a mapping that is then the whole environment."""
 
 import pytest

@@ -1,13 +1,13 @@
-"""The exactly-once sink's decisions: names, markers, refusals (app.contract.exactly_once)."""
+"""The exactly-once sink's decisions: names, markers, refusals (contract.exactly_once)."""
 
 import re
 
 import pytest
 
-from app.contract import exactly_once as eos
-from app.contract.load import validate_spec
-from app.contract.policy import Policy, check_policy
-from app.contract.problems import SpecError
+from contract import exactly_once as eos
+from contract.load import validate_spec
+from contract.policy import Policy, check_policy
+from contract.problems import SpecError
 from testbed.specs import query_spec
 
 pytestmark = pytest.mark.unit

@@ -2,10 +2,10 @@
 
 import pytest
 
-from app.contract.load import validate_spec
-from app.contract.spec import Delivery
 from app.pipeline import exactly_once as sink
 from app.pipeline.plan import build_writer
+from contract.load import validate_spec
+from contract.spec import Delivery
 from testbed.specs import query_spec
 
 pytestmark = pytest.mark.unit

@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.contract import failpoints
-from app.contract.failpoints import Failpoint, UnknownFailpoint
+from contract import failpoints
+from contract.failpoints import Failpoint, UnknownFailpoint
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,7 @@
 import pytest
 
-from app.contract import ExitCode
 from app.pipeline.failures import classify, one_line
+from contract import ExitCode
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ the lines that matter), captured with a rate -> noop query and no hadoop-aws/gcs
 
 import pytest
 
-from app.contract import ExitCode
 from app.pipeline.failures import classify, one_line, unsupported_filesystem
+from contract import ExitCode
 
 pytestmark = pytest.mark.unit
 

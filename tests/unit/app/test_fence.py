@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.load import validate_spec
 from app.driver.write_fence import PARTITIONER_CLASS, PARTITIONER_OPTION, fenced
 from app.pipeline.plan import kafka_sink_options
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

@@ -2,9 +2,6 @@
 
 import pytest
 
-from app.contract import ExitCode
-from app.contract.checkpoint import offsets_json, parse_offsets_json
-from app.contract.load import validate_spec
 from app.monitoring.health import (
     HealthState,
     StallClock,
@@ -14,6 +11,9 @@ from app.monitoring.health import (
     starting_positions,
 )
 from app.pipeline.kafka_checks import slot_shortage
+from contract import ExitCode
+from contract.checkpoint import offsets_json, parse_offsets_json
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

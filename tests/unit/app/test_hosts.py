@@ -1,4 +1,4 @@
-"""Hosts are parsed, not matched (app.contract.hosts and the policy's deniedHosts/allowedHosts):
+"""Hosts are parsed, not matched (contract.hosts and the policy's deniedHosts/allowedHosts):
 every way the JVM and libc read an address is a way to the metadata endpoint, so each form is
 compared as the address it means; what is neither a name nor an address is refused."""
 
@@ -8,10 +8,10 @@ from ipaddress import ip_address
 
 import pytest
 
-from app.contract import hosts
-from app.contract.load import validate_spec
-from app.contract.policy import METADATA_HOSTS, Policy, check_policy
-from app.contract.problems import SpecError
+from contract import hosts
+from contract.load import validate_spec
+from contract.policy import METADATA_HOSTS, Policy, check_policy
+from contract.problems import SpecError
 from testbed.specs import changed, query_spec
 
 pytestmark = pytest.mark.unit

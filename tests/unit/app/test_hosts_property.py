@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.contract.load import validate_spec
-from app.contract.policy import Policy
-from app.contract.problems import SpecError
+from contract.load import validate_spec
+from contract.policy import Policy
+from contract.problems import SpecError
 from testbed.specs import changed, query_spec
 
 pytestmark = pytest.mark.unit

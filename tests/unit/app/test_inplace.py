@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract import ExitCode
 from app.driver.restarts import MAX_DELAY_S, InPlaceRestarts
+from contract import ExitCode
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli.commands import NO_QUERY_FOUND, cli
-from app.contract import ExitCode
-from app.contract.load import load_document
-from app.contract.problems import SpecError
+from contract import ExitCode
+from contract.load import load_document
+from contract.problems import SpecError
 from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit

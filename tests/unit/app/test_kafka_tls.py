@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract import SECRETS_MOUNT_DIR
-from app.contract.credentials import credential_secret_problems, secret_names
-from app.contract.load import validate_spec
-from app.contract.policy import OperatorFacts, Policy
-from app.contract.problems import SpecError
 from app.pipeline import credentials, kafka_checks
 from app.pipeline.exactly_once import connection_config
 from app.pipeline.plan import kafka_sink_options, kafka_source_options
+from contract import SECRETS_MOUNT_DIR
+from contract.credentials import credential_secret_problems, secret_names
+from contract.load import validate_spec
+from contract.policy import OperatorFacts, Policy
+from contract.problems import SpecError
 from controller import render
 from controller.config import Settings
 from controller.run import Run

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from app.contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S, RENEW_EVERY_S
 from app.driver.lease_holder import Candidate, DriverLease, Holder, Record
+from contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S, RENEW_EVERY_S
 
 pytestmark = pytest.mark.unit
 

@@ -5,8 +5,8 @@ import pytest
 from app.checkpoints.reader import CheckpointState
 from app.console.lines import HUMAN_EVERY_S, committed_summary, due_for_people, progress_line, wants_human
 from app.console.terminal import QUIET_S, at_boundary
-from app.contract.modes import Mode
-from app.contract.progress import ProgressRecord
+from contract.modes import Mode
+from contract.progress import ProgressRecord
 
 pytestmark = pytest.mark.unit
 

@@ -3,12 +3,12 @@
 * outside Kubernetes (Kafka): two distinct (namespace, query) pairs never share a transactional id,
   a control topic or a readers' group; no namespace's ACL prefix, and no query's, starts another's
   names; and no topic a namespace may create under its own prefix collides with another's control
-  topic even once Kafka reads '.' and '_' as one (app.contract.exactly_once);
+  topic even once Kafka reads '.' and '_' as one (contract.exactly_once);
 * inside one namespace: two distinct (query, suffix) pairs of the same Kubernetes kind never share
-  a name (controller.names, app.contract.lease).
+  a name (controller.names, contract.lease).
 
 Namespaces are DNS-1123 labels (Kubernetes' rule), queries DNS-1035 labels of at most 40
-characters (app.contract.names.QUERY_NAME_PATTERN, MAX_QUERY_NAME).
+characters (contract.names.QUERY_NAME_PATTERN, MAX_QUERY_NAME).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from app.contract import exactly_once as eos
-from app.contract.lease import lease_name
-from app.contract.names import MAX_QUERY_NAME
+from contract import exactly_once as eos
+from contract.lease import lease_name
+from contract.names import MAX_QUERY_NAME
 from controller import names
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """Pod placement and metadata (runtime.driver / runtime.executors) under the platform's policy
-(app.contract.placement): what the default refuses names the field, what a policy opens passes,
+(contract.placement): what the default refuses names the field, what a policy opens passes,
 and what no policy opens (the operator's and Spark's selector keys) stays refused. The hostile
 cases of tests/hostile_specs.py ("placement: ...") run in test_policy.py."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from app.contract.load import validate_spec
-from app.contract.policy import OperatorFacts, Policy
-from app.contract.problems import SpecError
+from contract.load import validate_spec
+from contract.policy import OperatorFacts, Policy
+from contract.problems import SpecError
 from testbed.specs import changed
 from tests.hostile_specs import BASE
 

@@ -1,7 +1,7 @@
 import pytest
 
-from app.contract.load import validate_spec
 from app.pipeline.plan import kafka_sink_options, kafka_source_options
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""The platform's policy (app.contract.policy): hostile specs are refused with the rule
+"""The platform's policy (contract.policy): hostile specs are refused with the rule
 they broke, benign ones pass, and an explicit policy can allow what the default refuses.
 
 A hostile spec is refused either by the spec model's static limits (the same limits
@@ -17,10 +17,10 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli.commands import cli
-from app.contract import ExitCode
-from app.contract.load import load_document, validate_spec
-from app.contract.policy import OperatorFacts, Policy, check_policy, from_values, is_policy_problem
-from app.contract.problems import SpecError
+from contract import ExitCode
+from contract.load import load_document, validate_spec
+from contract.policy import OperatorFacts, Policy, check_policy, from_values, is_policy_problem
+from contract.problems import SpecError
 from controller import crd
 from testbed.specs import RATE_TO_CONSOLE, changed, query_spec, resource
 from tests.hostile_specs import BASE, PVC, REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES, conf
@@ -114,7 +114,7 @@ def test_there_are_at_least_forty_hostile_specs():
 
 
 def test_every_policy_problem_is_marked_and_every_rule_is_exercised():
-    from app.contract.policy import POLICY_RULES
+    from contract.policy import POLICY_RULES
 
     seen = {rule for _, _, _, rule in REFUSED_BY_POLICY.values()}
     seen.add("policy.hostPathPrefixes")  # needs a policy that allows hostPath: below
@@ -290,8 +290,8 @@ def test_what_a_policy_cannot_allow(case):
 
 
 def test_the_policy_knows_every_kind_of_checkpoint_volume():
-    from app.contract.policy import VolumeKind
-    from app.contract.spec import CheckpointVolume
+    from contract.policy import VolumeKind
+    from contract.spec import CheckpointVolume
 
     assert {f.alias for f in CheckpointVolume.model_fields.values()} == set(VolumeKind)
 

@@ -3,9 +3,9 @@
 import pytest
 
 from app.checkpoints.reader import CheckpointState
-from app.contract.load import validate_spec
 from app.monitoring.health import rate_lag, rate_rows
 from app.monitoring.watchdog import Observation, Watch
+from contract.load import validate_spec
 from testbed.specs import query_spec
 
 pytestmark = pytest.mark.unit

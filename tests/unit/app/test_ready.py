@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract import READY_FILE_ENV
 from app.driver import run as job
 from app.driver.ready import mark_ready
+from contract import READY_FILE_ENV
 
 pytestmark = pytest.mark.unit
 

@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from app.contract import reference
-from app.contract.reference import render_reference
-from app.contract.spec import QuerySpec
+from contract import reference
+from contract.reference import render_reference
+from contract.spec import QuerySpec
 
 pytestmark = pytest.mark.unit
 
@@ -15,12 +15,12 @@ PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference.md"
 def test_committed_reference_matches_the_model():
     """The spec's part; the operator's settings after it are tests/unit/controller/test_settings_doc.py's."""
     spec_part, settings_part = reference.split_page(PAGE.read_text())
-    assert spec_part == render_reference(), "docs/reference.md drifted: run `python -m app.contract.reference --write`"
+    assert spec_part == render_reference(), "docs/reference.md drifted: run `python -m contract.reference --write`"
     assert settings_part.startswith(f"\n{reference.SETTINGS_MARKER}\n"), "the operator's settings end the page"
 
 
 def test_write_keeps_the_operators_settings(tmp_path, monkeypatch):
-    """app.contract cannot render the operator's part (it may not import controller): it keeps it."""
+    """contract cannot render the operator's part (it may not import controller): it keeps it."""
     page = tmp_path / "reference.md"
     tail = f"\n{reference.SETTINGS_MARKER}\n\n## Operator settings\n"
     page.write_text("old\n" + tail)

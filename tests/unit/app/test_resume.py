@@ -3,9 +3,9 @@
 import pytest
 
 from app.checkpoints.reader import CheckpointState
-from app.contract.progress import ProgressRecord, Recovered
-from app.contract.resume import ResumeFrom
 from app.driver.starting_offsets import complete_offsets, plan_start
+from contract.progress import ProgressRecord, Recovered
+from contract.resume import ResumeFrom
 
 pytestmark = pytest.mark.unit
 

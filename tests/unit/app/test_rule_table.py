@@ -2,11 +2,11 @@
 
 import pytest
 
-from app.contract.load import validate_spec
-from app.contract.modes import Mode
-from app.contract.problems import SpecError
-from app.contract.rules import RULES, check_rules
-from app.contract.spec import QuerySpec, Trigger
+from contract.load import validate_spec
+from contract.modes import Mode
+from contract.problems import SpecError
+from contract.rules import RULES, check_rules
+from contract.spec import QuerySpec, Trigger
 from controller.crd import render_crd
 
 pytestmark = pytest.mark.unit

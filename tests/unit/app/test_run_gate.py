@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from app.contract.load import validate_spec
 from app.driver.run import _checkpoint_gate
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from app.contract.load import load_file
+from contract.load import load_file
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,7 @@
 import pytest
 
-from app.contract.load import validate_spec
 from app.pipeline import session
+from contract.load import validate_spec
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit
@@ -105,8 +105,8 @@ def test_the_store_settings_are_spark_conf_and_the_keys_are_not(monkeypatch, tmp
 
 
 def test_a_missing_key_file_is_a_spec_error_naming_the_field(monkeypatch, tmp_path):
-    from app.contract.problems import SpecError
     from app.pipeline.credentials import s3a_hadoop_secrets
+    from contract.problems import SpecError
 
     monkeypatch.setenv("STREAMQ_SECRETS_DIR", str(tmp_path))
     spec = validate_spec(with_change(query_spec(), "checkpoint", S3_CHECKPOINT))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.contract.load import SpecError, validate_spec
-from app.contract.spec import SECRET_KEY_PATTERN
+from contract.load import SpecError, validate_spec
+from contract.spec import SECRET_KEY_PATTERN
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.contract.load import QuerySpec, SpecError, load_document
+from contract.load import QuerySpec, SpecError, load_document
 from testbed.specs import query_spec, resource
 
 pytestmark = pytest.mark.unit

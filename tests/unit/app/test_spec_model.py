@@ -1,7 +1,7 @@
 import pytest
 
-from app.contract.load import SpecError, load_document, validate_spec
-from app.contract.spec import duration_ms, spark_interval
+from contract.load import SpecError, load_document, validate_spec
+from contract.spec import duration_ms, spark_interval
 from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit
@@ -31,7 +31,7 @@ def test_resource_and_bare_spec_load_the_same():
 
 
 def test_snake_case_is_accepted_in_python_but_dumped_as_camel():
-    from app.contract.load import dump_spec
+    from contract.load import dump_spec
 
     spec = validate_spec(query_spec())
     dumped = dump_spec(spec)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.contract.sql import not_map_like, reads_view
+from contract.sql import not_map_like, reads_view
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.contract import sql
-from app.contract.spark_functions import SPARK_FUNCTIONS
+from contract import sql
+from contract.spark_functions import SPARK_FUNCTIONS
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli.commands import NO_QUERY_FOUND, cli
-from app.contract import ExitCode
+from contract import ExitCode
 from testbed.specs import query_spec, resource, with_change
 
 pytestmark = pytest.mark.unit

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.load import load_document, validate_spec
 from app.driver.warmup import WarmUp
 from app.pipeline import session
+from contract.load import load_document, validate_spec
 from controller import render
 from controller.config import Settings
 from controller.run import Run

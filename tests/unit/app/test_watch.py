@@ -6,11 +6,11 @@ import json
 import pytest
 
 from app.checkpoints.reader import CheckpointState
-from app.contract import ExitCode
-from app.contract.load import validate_spec
-from app.contract.progress import ProgressRecord, Recovered
 from app.monitoring.reporting import ProgressSink, Rates
 from app.monitoring.watchdog import Observation, Watch
+from contract import ExitCode
+from contract.load import validate_spec
+from contract.progress import ProgressRecord, Recovered
 from testbed.specs import query_spec, with_change
 
 pytestmark = pytest.mark.unit

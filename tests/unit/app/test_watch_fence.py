@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.contract import ExitCode
 from app.driver.run import LEASE_LOST_REASON, StopRequest, _watch
 from app.driver.write_fence import FENCED_WRITE
+from contract import ExitCode
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.contract import GROUP, KIND, VERSION
+from contract import GROUP, KIND, VERSION
 from controller.status import QueryStatus
 
 ARGO_SCRIPT = Path(__file__).resolve().parents[3] / "docs" / "argocd-health.lua"

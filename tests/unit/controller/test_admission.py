@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract.policy import Policy, secret_refs
-from app.contract.spec import QuerySpec
+from contract.policy import Policy, secret_refs
+from contract.spec import QuerySpec
 from controller import admission
 from testbed.specs import changed, query_spec
 
@@ -49,6 +49,6 @@ def test_a_message_names_the_field_and_the_rule_as_check_policy_does():
 
 
 def test_every_rule_it_names_is_a_rule_of_check_policy():
-    from app.contract.policy import POLICY_RULES
+    from contract.policy import POLICY_RULES
 
     assert {c.rule for c in admission.checks()} <= {r.name for r in POLICY_RULES}

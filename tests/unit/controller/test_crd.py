@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from app.contract import spec as spec_model
+from contract import spec as spec_model
 from controller import crd
 
 pytestmark = pytest.mark.unit

@@ -40,7 +40,7 @@ def test_every_property_has_a_description(schema, part):
     assert not missing, (
         f"{len(missing)} properties of {part} without a description (kubectl explain prints nothing for them): "
         + ", ".join(missing)
-        + ". Give the field a Field(description=...) or its model a docstring (app/contract/spec.py, controller/status.py)."
+        + ". Give the field a Field(description=...) or its model a docstring (contract/spec.py, controller/status.py)."
     )
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.contract.compat import source_change
+from contract.compat import source_change
 from controller.decide import CreateDriver, DeleteDriver
 from controller.decide.restart import backoff_delay
 from controller.observe import DriverPhase
@@ -493,7 +493,7 @@ def test_status_keeps_what_the_gate_needs_not_the_spec():
 def test_a_status_written_by_the_previous_release_is_read_then_rewritten_without_the_spec():
     """streamq 0.1.0 kept the whole spec in status.lastReconciledSpec: the gate still reads it
     (one release), and the first status patch removes it."""
-    from app.contract.load import dump_spec, validate_spec
+    from contract.load import dump_spec, validate_spec
     from controller.status import status_patch
 
     w = running_world()
@@ -554,7 +554,7 @@ def test_a_refused_change_can_still_be_suspended():
 
 
 def test_source_change_helper():
-    from app.contract.load import validate_spec
+    from contract.load import validate_spec
 
     a = validate_spec(base_spec())
     assert source_change(a, a) is None

@@ -1,13 +1,13 @@
 """The checkpoint the gate picks reaches the pod: it keeps the spec's location rules, or the
-query is Invalid and no driver is made (app.contract.derived.derived_location_problems)."""
+query is Invalid and no driver is made (contract.derived.derived_location_problems)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.contract.compat import fresh_checkpoint_location
-from app.contract.policy import Policy
-from app.contract.spec import MAX_VALUE
+from contract.compat import fresh_checkpoint_location
+from contract.policy import Policy
+from contract.spec import MAX_VALUE
 from controller.decide import CreateDriver, DeleteDriver
 from controller.phases import Phase, Reason
 from controller.status import CheckpointStatus

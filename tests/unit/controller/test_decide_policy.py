@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.contract.policy import OperatorFacts, Policy
+from contract.policy import OperatorFacts, Policy
 from controller.decide import CreateDriver, DeleteDriver, decide
 from controller.phases import Phase, Reason
 from tests.unit.controller.world import World, base_spec

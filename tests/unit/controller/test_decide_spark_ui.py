@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.names import SPARK_UI_PORT
+from contract.names import SPARK_UI_PORT
 from controller import names, render
 from controller.decide import ApplySparkUIService, DeleteSparkUIService
 from controller.observe import DriverPhase
@@ -87,7 +87,7 @@ def test_the_rendered_service_selects_one_attempt_of_the_query_drivers():
 
 
 def test_the_driver_names_its_ui_port_only_when_asked():
-    from app.contract.load import validate_spec
+    from contract.load import validate_spec
     from controller.config import Settings
     from controller.run import Run
 
@@ -114,7 +114,7 @@ def test_an_ingress_only_when_the_installation_names_a_host():
 
 def test_a_spec_without_the_field_keeps_its_driver_hash():
     """Unset is None, not False: drivers made before the field existed are not replaced on upgrade."""
-    from app.contract.load import validate_spec
+    from contract.load import validate_spec
     from controller.run import run_fields
 
     assert "sparkUI" not in run_fields(validate_spec(base_spec()))["runtime"]

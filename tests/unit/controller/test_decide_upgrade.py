@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.contract.load import validate_spec
+from contract.load import validate_spec
 from controller.decide import CreateDriver, CreateRefused, DeleteDriver, Refusal, ReleaseLease, upgrade
 from controller.observe import DriverPhase, driver_from_pod
 from controller.phases import ConditionType, Phase, Reason
@@ -340,7 +340,7 @@ def test_a_green_that_cannot_start_leaves_blue_running_on_its_checkpoint():
 
 
 def running_without_standby(**spec) -> World:
-    from app.contract.policy import Policy
+    from contract.policy import Policy
 
     w = World(base_spec(**{"checkpoint.volume": {"persistentVolumeClaim": {"claimName": "streamq-ck"}}, **spec}))
     w.policy = Policy(allow_standby=False)

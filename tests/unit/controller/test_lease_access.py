@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract.load import validate_spec
-from app.contract.policy import Policy
+from contract.load import validate_spec
+from contract.policy import Policy
 from controller import names, render
 from controller.access import DRIVER_ACCESS, LEASE_ACCESS, OPERATOR_ACCESS
 from controller.config import Settings
@@ -117,7 +117,7 @@ def test_a_spec_account_with_standby_is_bound_to_the_lease():
 
 
 def test_the_longest_query_names_give_valid_account_names():
-    from app.contract.names import MAX_QUERY_NAME
+    from contract.names import MAX_QUERY_NAME
 
     name = "a" * MAX_QUERY_NAME
     spec = validate_spec(base_spec(**STANDBY))

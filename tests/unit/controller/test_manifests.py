@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract.load import load_document
+from contract.load import load_document
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract.policy import OperatorFacts, Policy
+from contract.policy import OperatorFacts, Policy
 from controller.config import POLICY_FILE_ENV, Settings, load_policy
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from app.contract.names import API_VERSION, KIND
+from contract.names import API_VERSION, KIND
 from controller import act
 from controller.config import Settings
 from controller.decide import CREATE_RETRY_S, Refusal

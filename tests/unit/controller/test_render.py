@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from app.contract import LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, SECRETS_MOUNT_DIR
-from app.contract.load import load_document, validate_spec
-from app.contract.names import MAX_QUERY_NAME, query_name_problem
+from contract import LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, SECRETS_MOUNT_DIR
+from contract.load import load_document, validate_spec
+from contract.names import MAX_QUERY_NAME, query_name_problem
 from controller import names, render
 from controller.config import Settings
 from controller.run import Run, spec_hash
@@ -301,8 +301,8 @@ def test_query_label_fits_a_label_value():
 
 
 def test_offsets_for_a_lost_checkpoint_ride_on_the_document_not_the_spec_hash():
-    from app.contract import RESUME_ANNOTATION
-    from app.contract.resume import ResumeFrom
+    from contract import RESUME_ANNOTATION
+    from contract.resume import ResumeFrom
 
     plain = make_run()
     resume = ResumeFrom('{"payments":{"0":40}}', batch_id=4, checkpoint="/checkpoints/q")

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app.contract.load import validate_spec
+from contract.load import validate_spec
 from controller import names, render
 from controller.config import Settings
 from controller.run import Run, run_fields, spec_hash

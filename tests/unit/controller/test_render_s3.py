@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.contract import SECRETS_MOUNT_DIR
+from contract import SECRETS_MOUNT_DIR
 from controller import render
 from tests.unit.controller.test_render import SETTINGS, make_run
 from tests.unit.controller.world import base_spec

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contract import reference
+from contract import reference
 from controller import settings_doc
 
 pytestmark = pytest.mark.unit

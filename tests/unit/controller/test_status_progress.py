@@ -7,7 +7,7 @@ import json
 import pytest
 from prometheus_client import generate_latest
 
-from app.contract.progress import HealthState, ProgressHealth, ProgressRecord
+from contract.progress import HealthState, ProgressHealth, ProgressRecord
 from controller.__main__ import parse_args
 from controller.config import Settings
 from controller.metrics import Metrics

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.contract.load import validate_spec
+from contract.load import validate_spec
 from controller import names, render
 from controller.config import Settings
 from controller.observe import LeaseState, driver_from_pod, lease_from, needs_lease, observe

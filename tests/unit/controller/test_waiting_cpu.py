@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.contract.capacity import cores_at_once
-from app.contract.load import validate_spec
+from contract.capacity import cores_at_once
+from contract.load import validate_spec
 from controller import render
 from controller.config import Settings
 from controller.decide import DeleteDriver, ResizeDriver, drivers

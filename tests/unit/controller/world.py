@@ -10,9 +10,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from app.contract.load import validate_spec
-from app.contract.policy import Policy
-from app.contract.progress import ProgressRecord
+from contract.load import validate_spec
+from contract.policy import Policy
+from contract.progress import ProgressRecord
 from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
 from controller.observe import Driver, DriverPhase, LeaseState
 from controller.render import lease_access

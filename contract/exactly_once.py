@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from app.contract import sql
-from app.contract.expressions import transform_texts
-from app.contract.modes import Mode
-from app.contract.spec import KafkaSink, QuerySpec, duration_ms
+from contract import sql
+from contract.expressions import transform_texts
+from contract.modes import Mode
+from contract.spec import KafkaSink, QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message)
 Check = tuple[str, Callable[[QuerySpec], Found], tuple[tuple[str, str, str], ...]]  # name, check, CEL (rule, message, fieldPath)
@@ -39,7 +39,7 @@ READER_SUFFIX = "eos-reader"
 LEGACY_CONTROL = re.compile(r"^streamq-.*-eos-markers$")  # the names before namespace and query were kept apart
 MAX_TOPIC = 249  # Kafka's limit on a topic name (and its legal characters: [a-zA-Z0-9._-])
 # Kubernetes names a namespace with a DNS-1123 label: no dot, so the first dot after it ends it.
-# A query's name is a DNS-1035 label (app.contract.names); any DNS-1123 label is taken here.
+# A query's name is a DNS-1035 label (contract.names); any DNS-1123 label is taken here.
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # The longest name (the readers' group) with two 63-character labels: far below MAX_TOPIC, so a
 # name is never shortened, and two names never share a shortened stem.
@@ -262,7 +262,7 @@ def option_problems(spec: QuerySpec) -> Found:
 
 
 def checks() -> tuple[Check, ...]:
-    """(name, check, CEL rules as (rule, message, fieldPath)) for app.contract.rules' table."""
+    """(name, check, CEL rules as (rule, message, fieldPath)) for contract.rules' table."""
     long_running = " || ".join(f"has(self.trigger.{m})" for m in Mode if m.long_running)
     wants = "has(self.sink.kafka) && has(self.sink.kafka.delivery) && self.sink.kafka.delivery == 'exactlyOnce'"
     mode_cel = (f"!({wants}) || !({long_running})",

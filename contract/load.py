@@ -10,11 +10,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from app.contract.names import API_VERSION, KIND, query_name_problem
-from app.contract.policy import OperatorFacts, Policy, check_policy
-from app.contract.problems import Problem, SpecError, problems_from_validation_error
-from app.contract.rules import check_rules
-from app.contract.spec import QuerySpec
+from contract.names import API_VERSION, KIND, query_name_problem
+from contract.policy import OperatorFacts, Policy, check_policy
+from contract.problems import Problem, SpecError, problems_from_validation_error
+from contract.rules import check_rules
+from contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def load_document(
 ) -> QueryDocument:
     """Accept either a whole StreamingQuery resource or a bare spec mapping.
 
-    With a ``policy``, the spec must also keep it (``app.contract.policy``); the
+    With a ``policy``, the spec must also keep it (``contract.policy``); the
     resource's namespace, when it has one, is the query's namespace."""
     if not isinstance(data, dict):
         raise SpecError([Problem("", f"expected a mapping, got {type(data).__name__}")])

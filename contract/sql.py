@@ -12,7 +12,7 @@ Two questions, both answered by allow-list:
 * **Which functions does it call?** Every name written before ``(`` is read from the
   token stream, not from the parsed tree, so a name the parser would rewrite or
   ignore is still seen. It must be in Spark's own registry
-  (``app.contract.spark_functions``) and not among ``REFUSED_FUNCTIONS``: functions
+  (``contract.spark_functions``) and not among ``REFUSED_FUNCTIONS``: functions
   that call Java, load code, or read files or the environment. The platform can
   open those by name (``policy.allowedSqlFunctions``).
 
@@ -33,7 +33,7 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokenizer_core import Token, TokenType
 
-from app.contract.spark_functions import SPARK_FUNCTIONS
+from contract.spark_functions import SPARK_FUNCTIONS
 
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # unreadable text is refused here, with its own message
 

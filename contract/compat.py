@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.contract.checkpoint import CheckpointState
-from app.contract.progress import CheckpointHolds
-from app.contract.spec import QuerySpec
+from contract.checkpoint import CheckpointState
+from contract.progress import CheckpointHolds
+from contract.spec import QuerySpec
 
 
 @dataclass(frozen=True)

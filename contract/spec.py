@@ -6,7 +6,7 @@ snake_case in Python. Unknown fields are refused everywhere, so a typo never
 silently turns into a default.
 
 Rules that involve one field live here as field constraints; rules that tie
-several fields together live in ``app.contract.rules`` so they can report every
+several fields together live in ``contract.rules`` so they can report every
 problem at once, with a path the user can find in their YAML.
 """
 
@@ -21,7 +21,7 @@ from kubernetes.utils import parse_duration, parse_quantity
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from app.contract.modes import Mode, OutputMode
+from contract.modes import Mode, OutputMode
 
 DURATION_PATTERN = r"^[0-9]+(ms|s|m|h)$"
 
@@ -40,7 +40,7 @@ SecretKey = Annotated[str, StringConstraints(pattern=SECRET_KEY_PATTERN, min_len
 
 # Static limits: the API server refuses anything larger, before the operator sees it
 # (they also bound the cost of the CRD's CEL rules). Cluster-specific caps (executors,
-# cores, memory a query may use) are the platform's policy: app.contract.policy.
+# cores, memory a query may use) are the platform's policy: contract.policy.
 MAX_SQL = 65_536  # characters of one sql step
 MAX_EXPRESSION = 8_192  # characters of a where / select item / withColumn expression
 MAX_NAME = 256  # column, topic, table names
@@ -550,7 +550,7 @@ CORE_REQUEST_DESCRIPTION = (
 # Kubernetes' own shapes (a subset: no namespaces or namespaceSelector in pod affinity terms,
 # so a query's affinity only ever counts pods of its own namespace; no matchFields), checked
 # here as the API server would, so a spec it would refuse never reaches a pod. Which keys,
-# taints and priority classes a query may use is the platform's policy (app.contract.placement).
+# taints and priority classes a query may use is the platform's policy (contract.placement).
 
 # A label or annotation key, node label key, taint key: [prefix/]name (a qualified name).
 QUALIFIED_NAME_PATTERN = (
@@ -747,6 +747,9 @@ class Affinity(Model):
 
 
 # One description per field, said of the driver pod or of every executor pod.
+_THIS_ROLE = "the pods of this role (the driver, or every executor)"
+
+
 def _node_selector(pods: str) -> Any:
     return Field(default=None, max_length=MAX_METADATA,
                  description=f"Node labels {pods} must run on (nodeSelector); the keys the platform's policy "
@@ -781,7 +784,19 @@ def _annotations(pods: str) -> Any:
                  "never the operator's (streamq.io/...).")  # fmt: skip
 
 
-class DriverResources(Model):
+class PodPlacement(Model):
+    """Where a role's pods run and what they carry besides the operator's own: the same six fields for the
+    driver and for the executors, each checked against the platform's policy (contract.placement)."""
+
+    node_selector: dict[MetadataKey, LabelValue] | None = _node_selector(_THIS_ROLE)
+    tolerations: list[Toleration] | None = _tolerations(_THIS_ROLE)
+    affinity: Affinity | None = _affinity(_THIS_ROLE)
+    priority_class_name: K8sName | None = _priority_class(_THIS_ROLE)
+    labels: dict[MetadataKey, LabelValue] | None = _labels(_THIS_ROLE)
+    annotations: dict[MetadataKey, Value] | None = _annotations(_THIS_ROLE)
+
+
+class DriverResources(PodPlacement):
     """CPU and memory of the driver pod; the platform's policy caps a query's total (maxCores, maxMemory)."""
 
     cores: int = Field(
@@ -802,12 +817,6 @@ class DriverResources(Model):
         description="Memory of the driver, a quantity such as 2Gi. Backend pod: the pod's request and limit, "
         "of which the JVM heap gets 60% (at least 256Mi), the rest Python and off-heap memory.",
     )
-    node_selector: dict[MetadataKey, LabelValue] | None = _node_selector("the driver pod")
-    tolerations: list[Toleration] | None = _tolerations("the driver pod")
-    affinity: Affinity | None = _affinity("the driver pod")
-    priority_class_name: K8sName | None = _priority_class("the driver pod")
-    labels: dict[MetadataKey, LabelValue] | None = _labels("the driver pod")
-    annotations: dict[MetadataKey, Value] | None = _annotations("the driver pod")
 
     @property
     def cpu_request(self) -> str:
@@ -821,7 +830,7 @@ class DriverResources(Model):
         return self.waiting_core_request
 
 
-class ExecutorResources(Model):
+class ExecutorResources(PodPlacement):
     """Executor pods the driver starts (Spark on Kubernetes). None by default: every task runs in the driver."""
 
     instances: int = Field(
@@ -841,12 +850,6 @@ class ExecutorResources(Model):
         description="Memory of each executor's JVM (spark.executor.memory), a quantity such as 2Gi; its pod gets "
         "10% more for overhead, at least 384Mi more.",
     )
-    node_selector: dict[MetadataKey, LabelValue] | None = _node_selector("executor pods")
-    tolerations: list[Toleration] | None = _tolerations("executor pods")
-    affinity: Affinity | None = _affinity("executor pods")
-    priority_class_name: K8sName | None = _priority_class("executor pods")
-    labels: dict[MetadataKey, LabelValue] | None = _labels("executor pods")
-    annotations: dict[MetadataKey, Value] | None = _annotations("executor pods")
 
 
 class Runtime(Model):

@@ -18,4 +18,4 @@ operator imports nothing from ``app`` but this package.
     cli_help    how every command line (the job's streamq, the operator's) shows its parameters in --help
 """
 
-from app.contract.names import *  # noqa: F403  (the names are the contract's vocabulary)
+from contract.names import *  # noqa: F403  (the names are the contract's vocabulary)

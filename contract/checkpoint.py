@@ -4,7 +4,7 @@ Spark 4.x layout: ``metadata`` holds {"id": ...}; ``offsets/N`` is "v1", a line
 of batch metadata (empty in continuous mode), then one JSON line per source
 (Kafka: {"topic": {"partition": next_offset}}); ``commits/N`` marks epoch/batch
 N as committed. The job reads checkpoints (``app.checkpoints.reader``); the operator
-only reasons about what they hold (``app.contract.compat``).
+only reasons about what they hold (``contract.compat``).
 """
 
 from __future__ import annotations

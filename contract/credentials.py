@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from app.contract.names import CREDENTIALS_SECRET_TYPE, LABEL_CREDENTIALS
-from app.contract.policy import secret_refs
-from app.contract.problems import Problem
-from app.contract.spec import QuerySpec
+from contract.names import CREDENTIALS_SECRET_TYPE, LABEL_CREDENTIALS
+from contract.policy import secret_refs
+from contract.problems import Problem
+from contract.spec import QuerySpec
 
 RULE = "policy.credentialSecrets"
 TOKEN_TYPE = "kubernetes.io/service-account-token"

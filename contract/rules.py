@@ -1,6 +1,6 @@
 """Every cross-field rule of a spec, in one table; the CRD's CEL is generated from it.
 
-Single-field constraints live on the model's fields (``app.contract.spec``).
+Single-field constraints live on the model's fields (``contract.spec``).
 Rules that tie fields together live here, one ``Rule`` each: a Python check
 that reports every problem at a path the user can find, and, where CEL can say
 it, the same rule for the API server, so ``kubectl apply`` refuses the spec
@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.contract import exactly_once, sql
-from app.contract import spec as model
-from app.contract.expressions import transform_texts
-from app.contract.modes import Mode
-from app.contract.problems import Problem
-from app.contract.spec import QuerySpec, duration_ms
+from contract import exactly_once, sql
+from contract import spec as model
+from contract.expressions import transform_texts
+from contract.modes import Mode
+from contract.problems import Problem
+from contract.spec import QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message)
 
@@ -234,7 +234,7 @@ def _kafka_tls(spec: QuerySpec) -> Found:
 
 def _transforms(spec: QuerySpec) -> Found:
     """A step is a query over ``input`` (sql) or an expression over the row, nothing more:
-    no statement, script, file or table besides ``input`` (``app.contract.sql``)."""
+    no statement, script, file or table besides ``input`` (``contract.sql``)."""
     for path, text in transform_texts(spec):
         problems = sql.statement_problems(text) if path.endswith(".sql") else sql.expression_problems(text)
         for why in problems:

@@ -14,12 +14,12 @@ reader's version.
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from app.contract.patterns import listed, matches
-from app.contract.spec import QuerySpec
+from contract.patterns import listed, matches
+from contract.spec import QuerySpec
 
 # Quoted where used, not `from __future__ import annotations`: the rule `annotations` below would shadow it.
 if TYPE_CHECKING:  # the policy imports this module's rules
-    from app.contract.policy import OperatorFacts, Policy
+    from contract.policy import OperatorFacts, Policy
 
 Found = Iterator[tuple[str, str]]
 
@@ -103,7 +103,7 @@ def _metadata(spec: QuerySpec, kind: str, patterns: tuple[str, ...]) -> Found:
                 yield path, f"{what} {key} is not allowed (allowed: {listed(patterns)})"
 
 
-# --- the rules (app.contract.policy.POLICY_RULES) ---------------------------------------------
+# --- the rules (contract.policy.POLICY_RULES) ---------------------------------------------
 
 
 def reserved_metadata(spec: QuerySpec, policy: "Policy", facts: "OperatorFacts", namespace: str | None) -> Found:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.contract.spec import QuerySpec
+from contract.spec import QuerySpec
 
 
 def transform_texts(spec: QuerySpec) -> Iterator[tuple[str, str]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from app.contract.checkpoint import offsets_json
-from app.contract.progress import ProgressRecord
+from contract.checkpoint import offsets_json
+from contract.progress import ProgressRecord
 
 
 @dataclass(frozen=True)

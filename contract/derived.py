@@ -2,7 +2,7 @@
 
 What a driver writes is not always what the spec says. After an incompatible change with
 ``onIncompatibleChange: newCheckpoint``, or in a blue/green upgrade, it writes a fresh checkpoint
-``<location>-reset-<n>`` (app.contract.compat.fresh_checkpoint_location: chosen by the operator,
+``<location>-reset-<n>`` (contract.compat.fresh_checkpoint_location: chosen by the operator,
 controller.decide.gate, and by the job when it finds its checkpoint incompatible, app.driver.run),
 and the operator mounts the checkpoint volume at that location's parent
 (controller.render.volumes.checkpoint_mount_path). The policy read the spec, and a location it allowed can
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from app.contract import locations
-from app.contract.compat import fresh_checkpoint_location
-from app.contract.policy import POLICY_RULES, OperatorFacts, Policy
-from app.contract.problems import Problem
-from app.contract.spec import MAX_VALUE, IncompatibleChange, QuerySpec, UpgradeStrategy
+from contract import locations
+from contract.compat import fresh_checkpoint_location
+from contract.policy import POLICY_RULES, OperatorFacts, Policy
+from contract.problems import Problem
+from contract.spec import MAX_VALUE, IncompatibleChange, QuerySpec, UpgradeStrategy
 
 RULE = "policy.derivedLocations"
 # The rules of check_policy that read checkpoint.location (and the volume mounted at its parent).

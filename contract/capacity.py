@@ -27,7 +27,7 @@ from decimal import Decimal
 
 from kubernetes.utils import parse_quantity
 
-from app.contract.spec import QuerySpec, UpgradeStrategy
+from contract.spec import QuerySpec, UpgradeStrategy
 
 # Spark on Kubernetes adds this much to an executor pod's memory (spark.kubernetes.memoryOverheadFactor 0.1,
 # at least 384 MiB); the driver pod is limited to driver.memory itself (controller.render.units.driver_heap).

@@ -29,9 +29,9 @@ from typing import Annotated, Any
 from kubernetes.utils import parse_quantity
 from pydantic import Field, StringConstraints, field_validator
 
-from app.contract import capacity, exactly_once, hosts, kafka_settings, locations, patterns, placement, sql
-from app.contract.expressions import transform_texts
-from app.contract.names import (
+from contract import capacity, exactly_once, hosts, kafka_settings, locations, patterns, placement, sql
+from contract.expressions import transform_texts
+from contract.names import (
     APP_DIR,
     DEFAULT_DRIVER_SERVICE_ACCOUNT,
     DEFAULT_JOB_IMAGE,
@@ -40,8 +40,8 @@ from app.contract.names import (
     SPEC_MOUNT_DIR,
     TERMINATION_LOG,
 )
-from app.contract.problems import Problem
-from app.contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantity, QuerySpec, duration_ms
+from contract.problems import Problem
+from contract.spec import MAX_CORES, MAX_EXECUTORS, Duration, Model, Quantity, QuerySpec, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message without the rule's name)
 
@@ -53,7 +53,7 @@ NAMESPACE_VARIABLE = "${namespace}"
 # Addresses no query has business with: the cloud metadata endpoints (instance credentials) and
 # the link-local ranges they live in (AWS's ECS and Pod Identity agents sit at 169.254.170.x and
 # fd00:ec2::23), and the names that resolve to them, also as a resolver's search domains complete
-# a single label (instance-data -> instance-data.<region>.compute.internal). app.contract.hosts.
+# a single label (instance-data -> instance-data.<region>.compute.internal). contract.hosts.
 METADATA_HOSTS = (
     "169.254.0.0/16", "fe80::/10", "fd00:ec2::/32", "100.100.100.200/32",
     "metadata", "metadata.google.internal", "metadata.goog", "metadata.azure.internal",
@@ -127,14 +127,14 @@ class Policy(Model):
         ge=0,
         le=2 * MAX_EXECUTORS,
         description="Executor pods of one query at once: runtime.executors.instances, twice for a query that can run "
-        "two drivers at once (runtime.standby, warm upgrades: app.contract.capacity).",
+        "two drivers at once (runtime.standby, warm upgrades: contract.capacity).",
     )
     max_cores: int = Field(
         default=32,
         ge=1,
         le=2 * MAX_CORES * (MAX_EXECUTORS + 1),
         description="Cores of one query at once: drivers x (driver.cores + executors.instances x executors.cores), "
-        "where drivers is 2 for a standby or warm-upgrade query (app.contract.capacity).",
+        "where drivers is 2 for a standby or warm-upgrade query (contract.capacity).",
     )
     max_memory: Quantity = Field(
         default="64Gi",
@@ -226,7 +226,7 @@ class Policy(Model):
         "without checkpoint.s3.credentials; gs://, abfs://, hdfs://... have none): with the node's or the pod's "
         "identity (instance profile, IRSA, workload identity), i.e. with the platform's rights, not the namespace's.",
     )
-    # Pod placement and metadata of drivers and executors (app.contract.placement).
+    # Pod placement and metadata of drivers and executors (contract.placement).
     allowed_priority_classes: tuple[str, ...] = _none_by_default(
         "PriorityClasses a query may name in runtime.driver.priorityClassName and "
         "runtime.executors.priorityClassName; system-* classes only by their full name. Empty: none (the "
@@ -346,7 +346,7 @@ TOKEN_SECRET_NAME = re.compile(r"-token(-[a-z0-9]{5})?$")
 
 def _account_token(name: str, facts: OperatorFacts) -> bool:
     """Named like a token of an account a query must never borrow. What a Secret is, the operator
-    reads from the cluster (app.contract.credentials); ``streamq validate`` can only read the name."""
+    reads from the cluster (contract.credentials); ``streamq validate`` can only read the name."""
     accounts = (facts.driver_service_account, facts.operator_service_account)
     return (
         bool(TOKEN_SECRET_NAME.search(name))
@@ -553,8 +553,8 @@ def _node_identity(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namesp
 
 def _derived_locations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     """The fresh checkpoint the operator (or the job) would make next to the spec's, held to the
-    location rules now, before any incompatible change asks for it (app.contract.derived)."""
-    from app.contract import derived  # it runs this module's location rules
+    location rules now, before any incompatible change asks for it (contract.derived)."""
+    from contract import derived  # it runs this module's location rules
 
     yield from derived.reset_location_problems(spec, policy, facts, namespace)
 
@@ -563,7 +563,7 @@ def _derived_locations(spec: QuerySpec, policy: Policy, facts: OperatorFacts, na
 
 
 # The caps count every driver that can run at once, each with its executors: a standby, a warm
-# upgrade's or blue/green's second driver (app.contract.capacity says why, takeovers included).
+# upgrade's or blue/green's second driver (contract.capacity says why, takeovers included).
 
 
 def _executors(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
@@ -764,7 +764,7 @@ def _exactly_once(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespa
 
 def _transactional_names(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
     """Transactional ids and control topics are the operator's, named per query
-    (app.contract.exactly_once): a query that named another's would fence its writers,
+    (contract.exactly_once): a query that named another's would fence its writers,
     and one that wrote into another's control topic would forge markers, making it skip
     a batch it never wrote."""
     for path, key, value in kafka_options(spec):

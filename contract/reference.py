@@ -1,15 +1,15 @@
 """The StreamingQuery field reference, generated from the spec model.
 
-    python -m app.contract.reference > docs/reference.md   # print it
-    python -m app.contract.reference --write               # rewrite docs/reference.md
-    python -m app.contract.reference --check               # exit 1 when docs/reference.md drifts
+    python -m contract.reference > docs/reference.md   # print it
+    python -m contract.reference --write               # rewrite docs/reference.md
+    python -m contract.reference --check               # exit 1 when docs/reference.md drifts
 
 A field's description is the one `kubectl explain` prints (controller.crd carries the
 same texts into the CRD): its Field(description=...), else its model's docstring.
 A unit test fails when the committed page drifts from the model.
 
 The page ends with the operator's settings (STREAMQ_* variables), which
-`python -m controller.settings_doc` generates from controller/config.py: app.contract
+`python -m controller.settings_doc` generates from controller/config.py: contract
 may not import the operator (pyproject's import contracts), so this module writes and
 checks the spec's part and keeps that tail as it finds it.
 """
@@ -27,12 +27,12 @@ from pathlib import Path
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from app.contract.spec import OneOf, QuerySpec
+from contract.spec import OneOf, QuerySpec
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 HEADER = """# StreamingQuery field reference
 
-Generated from `app/contract/spec.py` by `python -m app.contract.reference`; do not edit by hand.
+Generated from `contract/spec.py` by `python -m contract.reference`; do not edit by hand.
 Objects marked *one of* take exactly one of their fields.
 """
 # Where the operator's part of the page begins (controller.settings_doc).
@@ -138,7 +138,7 @@ def render_reference() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m app.contract.reference", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m contract.reference", description=__doc__.split("\n\n")[0])
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--write", action="store_true", help=f"rewrite {PAGE.name}")
     action.add_argument("--check", action="store_true", help=f"exit 1 when {PAGE.name} differs")
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render_reference()
     if args.check:
         if spec_part != text:
-            print(f"out of date (run `python -m app.contract.reference --write`): {PAGE}", file=sys.stderr)
+            print(f"out of date (run `python -m contract.reference --write`): {PAGE}", file=sys.stderr)
             return 1
         return 0
     text += settings_part

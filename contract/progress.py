@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from pydantic.alias_generators import to_camel
 
-from app.contract.modes import Mode
+from contract.modes import Mode
 
 EVENT: Literal["progress"] = "progress"
 
@@ -46,7 +46,7 @@ Json = dict[str, JsonValue]  # a record as it is printed or written into status
 
 
 class CheckpointHolds(_Wire):
-    """What the checkpoint holds, as far as reusing it matters (app.contract.compat.Holds)."""
+    """What the checkpoint holds, as far as reusing it matters (contract.compat.Holds)."""
 
     source_kinds: list[str] = Field(default_factory=list)  # one per source, in query order: "kafka" | "other"
     topics: list[str] = Field(default_factory=list)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from app.contract import spec as model
+from contract import spec as model
 
 
 @dataclass(frozen=True)
