@@ -59,6 +59,13 @@ SPEC_FILE_NAME = "query.json"
 SECRETS_MOUNT_DIR = "/var/run/secrets/streamq"
 TERMINATION_LOG = "/dev/termination-log"
 PROGRESS_FILE_ENV = "STREAMQ_PROGRESS_FILE"
+# The port the driver serves its newest progress record on (GET PROGRESS_PATH), the operator's progress channel
+# (app.monitoring.endpoint, controller.progress_read): the pod's container port named PROGRESS_PORT_NAME.
+PROGRESS_PORT_ENV = "STREAMQ_PROGRESS_PORT"
+PROGRESS_PORT_NAME = "progress"
+PROGRESS_PATH = "/progress"
+# The largest record the operator reads from a driver; a larger answer is refused, not parsed (a record is ~1-4 KiB).
+MAX_PROGRESS_BYTES = 64 * 1024
 # The file the job creates once it is worth handing the query to (app.driver.ready): a standby warmed up, or
 # a query started. The driver pod's readiness probe tests it, so a pod's Ready says "warm".
 READY_FILE_ENV = "STREAMQ_READY_FILE"

@@ -16,17 +16,19 @@ checks the spec's part and keeps that tail as it finds it.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 import types
 import typing
 from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
+import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from contract.cli_help import HelpCommand
 from contract.spec import OneOf, QuerySpec
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
@@ -137,26 +139,47 @@ def render_reference() -> str:
     return "\n".join([HEADER, *[line for model in seen for line in _section(model)]])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m contract.reference", description=__doc__.split("\n\n")[0])
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help=f"rewrite {PAGE.name}")
-    action.add_argument("--check", action="store_true", help=f"exit 1 when {PAGE.name} differs")
-    args = parser.parse_args(argv)
+PROG = "python -m contract.reference"
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
+def generate(
+    ctx: typer.Context,
+    write: Annotated[bool, typer.Option("--write", help=f"rewrite {PAGE.name}")] = False,
+    check: Annotated[bool, typer.Option("--check", help=f"exit 1 when {PAGE.name} differs")] = False,
+) -> None:
+    if write and check:
+        raise typer.BadParameter("use either --write or --check", ctx)
     spec_part, settings_part = split_page(PAGE.read_text()) if PAGE.exists() else (None, "")
     text = render_reference()
-    if args.check:
+    if check:
         if spec_part != text:
             print(f"out of date (run `python -m contract.reference --write`): {PAGE}", file=sys.stderr)
-            return 1
-        return 0
+            ctx.obj.append(1)
+            return
+        ctx.obj.append(0)
+        return
     text += settings_part
-    if args.write:
+    if write:
         PAGE.write_text(text)
         print(f"wrote {PAGE}")
-        return 0
-    print(text, end="")
-    return 0
+    else:
+        print(text, end="")
+    ctx.obj.append(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command's exit code. As the operator's generators (controller.cli.invoke, out of contract's
+    reach), --help exits 0 and a usage error (an unknown flag, --write with --check) exits 2."""
+    result: list[int] = []  # ctx.obj: what the command returns
+    try:
+        # The click command itself, not cli(): no shell-completion options, plain tracebacks.
+        typer.main.get_command(cli).main(args=argv, prog_name=PROG, obj=result, standalone_mode=True)
+    except SystemExit:
+        if not result:  # --help, a usage error: the exit code click chose (0, 2)
+            raise
+    return result[0]
 
 
 if __name__ == "__main__":

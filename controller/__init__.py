@@ -1,6 +1,7 @@
 """The streamq operator: kopf handlers (I/O) over pure decisions and renderers.
 
 observe.py   the world -> plain dataclasses (driver state)
+progress_read.py  a running driver's newest progress record, from its pod's port `progress` (I/O)
 run.py       what one driver attempt is, and which spec changes need a new one (pure)
 decide/      (spec, status, observed, now) -> what to do (pure), one module a concern:
              gate (checkpoint), drivers, restart (policy), health, conditions

@@ -25,19 +25,20 @@ placement and metadata, and what a Secret is (only the cluster knows). docs/secu
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 import yaml
 
 from contract import GROUP, PLURAL, VERSION
 from contract import spec as spec_model
 from contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
+from contract.cli_help import HelpCommand
 from contract.policy import (
     LEASE_ACCOUNT_SUFFIX,
     NAMESPACE_VARIABLE,
@@ -47,6 +48,7 @@ from contract.policy import (
     Policy,
     VolumeKind,
 )
+from controller.cli import invoke
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "charts" / "streamq" / "templates" / "admission-policy.yaml"
@@ -455,20 +457,31 @@ def _object_head(kind: str) -> str:
     return _OBJECT_HEAD % {"kind": kind, "suffix": NAME_SUFFIX}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.admission", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail when the chart's template differs")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
+def generate(
+    ctx: typer.Context,
+    check: Annotated[bool, typer.Option("--check", help="fail when the chart's template differs")] = False,
+) -> None:
     text = render_template()
     current = TEMPLATE.read_text() if TEMPLATE.exists() else None
     if current == text:
-        return 0
-    if args.check:
+        ctx.obj.result = 0
+        return
+    if check:
         print(f"out of date (run `python -m controller.admission`): {TEMPLATE.relative_to(REPO_ROOT)}", file=sys.stderr)
-        return 1
+        ctx.obj.result = 1
+        return
     TEMPLATE.write_text(text)
     print(f"wrote {TEMPLATE.relative_to(REPO_ROOT)}")
-    return 0
+    ctx.obj.result = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int = invoke(cli, argv, "python -m controller.admission")
+    return code
 
 
 if __name__ == "__main__":

@@ -97,8 +97,12 @@ class Settings(EnvSettings):
     spark_app_main_file: str = Field("local:///opt/streamq/app/__main__.py", validation_alias="STREAMQ_SPARK_APP_MAIN_FILE")
     """spec.mainApplicationFile of those SparkApplications: the job's entry point inside the image."""
     progress_interval_s: float = Field(15.0, validation_alias="STREAMQ_PROGRESS_INTERVAL_SECONDS")
-    """Seconds between reads of a driver's log for its progress (status.progress, the lag); a running query is also
+    """Seconds between reads of a running driver's progress (status.progress, the lag); a running query is also
     reconciled at least this often."""
+    progress_port: int = Field(8090, ge=0, le=65535, validation_alias="STREAMQ_PROGRESS_PORT")
+    """The port drivers serve their newest progress record on (the container port `progress`); the operator reads
+    it from the pod's IP (controller.progress_read), the API server and the kubelet stay out of it. 0: drivers
+    serve none, and the operator reads the last lines of their log instead (the older channel)."""
     resync_interval_s: float = Field(60.0, validation_alias="STREAMQ_RESYNC_INTERVAL_SECONDS")
     """Seconds between two reconciles of a query at most, even when nothing changes."""
     silent_after_s: float = Field(120.0, validation_alias="STREAMQ_SILENT_AFTER_SECONDS")

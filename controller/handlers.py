@@ -144,7 +144,7 @@ async def reconciler(
             read_progress = loop.time() >= next_progress
             try:
                 work = functools.partial(
-                    reconcile_once, memo.kube, settings, namespace, name, read_progress=read_progress, logger=logger
+                    reconcile_once, memo.kube, settings, namespace, name, with_progress=read_progress, logger=logger
                 )
                 outcome = await loop.run_in_executor(memo.executor, work)
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
@@ -168,6 +168,8 @@ async def reconciler(
                 logger.info("%s %s: %s", event.type, event.reason, event.message)
             memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted,
                                  decision.status.progress)  # fmt: skip
+            if outcome.progress is not None:
+                memo.metrics.progress_reads.labels(channel=outcome.progress.channel, result=outcome.progress.result).inc()
             delay = CONFLICT_DELAY_S if outcome.conflict else settings.resync_interval_s
             if decision.requeue_after is not None:
                 delay = min(delay, decision.requeue_after)

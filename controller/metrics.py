@@ -48,6 +48,13 @@ class Metrics:
         self.restarts = Counter(
             "streamq_query_restarts", "Driver restarts after failures.", ["namespace", "query"], registry=self.registry
         )
+        self.progress_reads = Counter(
+            "streamq_progress_reads",
+            "Reads of running drivers' progress, by channel (endpoint; log: a driver without a progress port; "
+            "log-fallback: one whose port did not answer) and result (ok, none, refused).",
+            ["channel", "result"],
+            registry=self.registry,
+        )
         self.queries = Gauge("streamq_queries", "StreamingQueries by phase.", ["phase"], registry=self.registry)
         query = ["namespace", "query"]
         self.lag = Gauge("streamq_query_lag_records", "Records waiting in the query's source, all partitions.",

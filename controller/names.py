@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY
+from contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANAGED_BY, PROGRESS_PORT_NAME
 from contract.policy import LEASE_ACCOUNT_SUFFIX, OPERATOR_SECRET_SUFFIX
 
 LABEL_ATTEMPT = f"{GROUP}/attempt"
@@ -36,6 +36,7 @@ BLOCK_MANAGER_PORT = 7079
 PORT_DRIVER_RPC = "driver-rpc"
 PORT_BLOCK_MANAGER = "blockmanager"
 PORT_SPARK_UI = "spark-ui"
+PORT_PROGRESS = PROGRESS_PORT_NAME  # app.monitoring.endpoint; the operator finds the port by this name
 
 _MAX_LABEL = 63
 

@@ -71,6 +71,8 @@ class Driver:
     created_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    pod_ip: str | None = None  # status.podIP
+    progress_port: int | None = None  # the driver container's port named `progress` (app.monitoring.endpoint)
 
     @property
     def active(self) -> bool:
@@ -145,6 +147,17 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
             return status
     # spark-operator names the driver container itself (names.SPARK_APP_DRIVER_CONTAINER)
     return statuses[0] if statuses else None
+
+
+def _progress_port(pod: dict[str, Any]) -> int | None:
+    """The port a driver of ours serves its progress on; None for a driver made before the channel (or by Spark's
+    operator), whose progress is read from its log."""
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if container.get("name") == names.DRIVER_CONTAINER:
+            for port in container.get("ports") or []:
+                if port.get("name") == names.PORT_PROGRESS and isinstance(port.get("containerPort"), int):
+                    return int(port["containerPort"])
+    return None
 
 
 def _cpu_request(pod: dict[str, Any]) -> str | None:
@@ -279,6 +292,8 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         cpu_request=_cpu_request(pod),
         cpu_allocated=_cpu_allocated(pod),
         resize=resize_pending(pod),
+        pod_ip=status.get("podIP") or None,
+        progress_port=_progress_port(pod),
     )
 
 

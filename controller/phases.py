@@ -70,6 +70,7 @@ class Reason(StrEnum):
     UPGRADE_NOT_WARM = "UpgradeNotWarm"  # the running driver is not fenced by the Lease: a plain restart
     RESTARTED_IN_PLACE = "RestartedInPlace"  # the driver restarted its query from the checkpoint, same pod
     UNRESPONSIVE = "Unresponsive"  # the running driver stopped printing progress (hung?)
+    PROGRESS_REFUSED = "ProgressRefused"  # its progress endpoint answered what is not a record (too large, malformed)
     PARTITIONS_CHANGED = "PartitionsChanged"  # the source outgrew the task slots: restarted, sized again
     CHECKPOINT_UNWRITABLE = "CheckpointUnwritable"  # the driver's user cannot write the checkpoint volume
     CHECKPOINT_LOST = "CheckpointLost"  # the job started a fresh checkpoint from the offsets in status

@@ -21,20 +21,16 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from contract import credentials
-from contract.progress import ProgressRecord
 from contract.spec import Backend
-from controller import names
 from controller.act import Log, act
 from controller.config import Settings
 from controller.decide import Decision, Inputs, decide, upgrade
 from controller.kube import Kube, api_message
 from controller.observe import observe
 from controller.phases import Phase
-from controller.progress import last_progress
+from controller.progress_read import ProgressRead, read_progress
 from controller.run import SPARK_APP_KIND
 from controller.status import QueryStatus, status_patch
-
-PROGRESS_LOG_LINES = 200
 
 
 @dataclass(frozen=True)
@@ -42,6 +38,7 @@ class Outcome:
     decision: Decision
     body: dict[str, Any]  # the resource as read (for events)
     conflict: bool = False  # the status write lost a race: look again at once
+    progress: ProgressRead | None = None  # how this pass read the driver's progress, if it did
 
 
 def _uses_spark_apps(spec: Any, status: QueryStatus) -> bool:
@@ -55,7 +52,7 @@ def reconcile_once(
     namespace: str,
     name: str,
     *,
-    read_progress: bool = False,
+    with_progress: bool = False,
     logger: Log | None = None,
     now: datetime | None = None,
 ) -> Outcome | None:
@@ -69,13 +66,13 @@ def reconcile_once(
     status = QueryStatus.parse(raw_status)
     observed = observe(kube, namespace, name, _uses_spark_apps(body.get("spec"), status),
                        secrets=credentials.secret_names(body.get("spec")))  # fmt: skip
-    progress = None
+    progress: ProgressRead | None = None
     handing_over = status.upgrade is not None and status.upgrade.state == upgrade.HANDING_OVER
-    if (read_progress or handing_over) and status.phase in (
+    if (with_progress or handing_over) and status.phase in (
         Phase.RUNNING,
         Phase.UPGRADING,
     ):  # handing over: is the new one serving?
-        progress = _read_progress(kube, namespace, status, log)
+        progress = read_progress(kube, namespace, status, observed.drivers, log)
     inputs = Inputs(
         name=name,
         namespace=namespace,
@@ -85,7 +82,9 @@ def reconcile_once(
         status=status,
         drivers=observed.drivers,
         now=now or datetime.now(UTC),
-        progress=progress,
+        progress=progress.record if progress is not None else None,
+        progress_read=progress is not None,
+        progress_refused=progress.refused if progress is not None else None,
         silent_after_s=settings.silent_after_s,
         policy=settings.policy,
         facts=settings.facts,
@@ -99,25 +98,12 @@ def reconcile_once(
     new_status = decision.status.dump()
     patch = status_patch(raw_status, new_status)
     if not patch:
-        return Outcome(decision, body)
+        return Outcome(decision, body, progress=progress)
     try:
         kube.patch_query_status(namespace, name, patch, meta.get("resourceVersion"))
     except ApiException as exc:
         if exc.status in (404, 409):  # deleted, or changed since we read it: decide again
             log.debug("status write skipped (%s): %s", exc.status, api_message(exc))
-            return Outcome(decision, body, conflict=exc.status == 409)
+            return Outcome(decision, body, conflict=exc.status == 409, progress=progress)
         raise
-    return Outcome(decision, body)
-
-
-def _read_progress(kube: Kube, namespace: str, status: QueryStatus, log: Log) -> ProgressRecord | None:
-    if not status.driver:
-        return None
-    pod = status.driver if status.driver_kind == "Pod" else names.spark_app_driver_pod_name(status.driver)
-    container = names.DRIVER_CONTAINER if status.driver_kind == "Pod" else names.SPARK_APP_DRIVER_CONTAINER
-    try:
-        text = kube.read_pod_log(namespace, pod, container, PROGRESS_LOG_LINES)
-    except ApiException as exc:  # no kubelet yet, or the pod just went: progress is best effort
-        log.debug("no progress from %s: %s", pod, api_message(exc))
-        return None
-    return last_progress(text)
+    return Outcome(decision, body, progress=progress)

@@ -12,14 +12,16 @@ A unit test fails when a variable has no description or the committed page drift
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from contract import reference
+from contract.cli_help import HelpCommand
+from controller.cli import invoke
 from controller.config import Settings
 
 INTRO = """## Operator settings
@@ -78,24 +80,36 @@ def render_page() -> str:
     return reference.render_reference() + render_settings()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.settings_doc", description=__doc__.split("\n\n")[0])
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help=f"rewrite {reference.PAGE.name}")
-    action.add_argument("--check", action="store_true", help=f"exit 1 when {reference.PAGE.name} differs")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
+def generate(
+    ctx: typer.Context,
+    write: Annotated[bool, typer.Option("--write", help=f"rewrite {reference.PAGE.name}")] = False,
+    check: Annotated[bool, typer.Option("--check", help=f"exit 1 when {reference.PAGE.name} differs")] = False,
+) -> None:
+    if write and check:
+        raise typer.BadParameter("use either --write or --check", ctx)
     page, text = reference.PAGE, render_page()
-    if args.check:
+    if check:
         if not page.exists() or page.read_text() != text:
             print(f"out of date (run `python -m controller.settings_doc --write`): {page}", file=sys.stderr)
-            return 1
-        return 0
-    if args.write:
+            ctx.obj.result = 1
+            return
+        ctx.obj.result = 0
+        return
+    if write:
         page.write_text(text)
         print(f"wrote {page}")
-        return 0
-    print(text, end="")
-    return 0
+    else:
+        print(text, end="")
+    ctx.obj.result = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int = invoke(cli, argv, "python -m controller.settings_doc")
+    return code
 
 
 if __name__ == "__main__":

@@ -261,10 +261,12 @@ class Cluster:
         self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": status},
                                               _content_type="application/merge-patch+json")  # fmt: skip
 
-    def pod_runs(self, pod: str, container: str = names.DRIVER_CONTAINER) -> None:
+    def pod_runs(self, pod: str, container: str = names.DRIVER_CONTAINER, pod_ip: str | None = None) -> None:
+        """Running and Ready; at ``pod_ip`` if given (where a job process here serves its progress endpoint)."""
         t = now()
         self._patch_pod_status(pod, {
             "phase": "Running", "startTime": t,
+            **({"podIP": pod_ip, "podIPs": [{"ip": pod_ip}]} if pod_ip else {}),
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": t}],
             "containerStatuses": [{"name": container, "image": JOB_IMAGE, "imageID": "", "ready": True,
                                    "restartCount": 0, "started": True, "state": {"running": {"startedAt": t}}}],

@@ -33,6 +33,7 @@ from app.driver.restarts import InPlaceRestarts
 from app.driver.starting_offsets import StartPlan, plan_start
 from app.driver.warmup import running_tasks, warm_up
 from app.driver.write_fence import FENCED_WRITE, WriteFence, fenced
+from app.monitoring.endpoint import ProgressEndpoint
 from app.monitoring.reporting import ListenerRates, ProgressSink, make_listener
 from app.monitoring.watchdog import Watch, Watchdog
 from app.pipeline.credentials import s3_credentials
@@ -40,7 +41,16 @@ from app.pipeline.failures import classify, one_line
 from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.plan import build_dataframe, build_writer
 from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
-from contract import HANDOVER_ANNOTATION, PROGRESS_FILE_ENV, RESUME_ANNOTATION, TERMINATION_LOG, ExitCode, failpoints
+from contract import (
+    HANDOVER_ANNOTATION,
+    POD_IP_ENV,
+    PROGRESS_FILE_ENV,
+    PROGRESS_PORT_ENV,
+    RESUME_ANNOTATION,
+    TERMINATION_LOG,
+    ExitCode,
+    failpoints,
+)
 from contract.compat import Holds, checkpoint_differences, choose_fresh_location, refusal
 from contract.environment import EnvSettings
 from contract.failpoints import Failpoint
@@ -60,6 +70,8 @@ class RunOptions(EnvSettings):
     """How the job runs: the driver pod's variables (read when asked, never at import), and the CLI's flags."""
 
     progress_file: str | None = Field(None, validation_alias=PROGRESS_FILE_ENV)
+    progress_port: int | None = Field(None, ge=0, le=65535, validation_alias=PROGRESS_PORT_ENV)  # app.monitoring.endpoint
+    pod_ip: str | None = Field(None, validation_alias=POD_IP_ENV)  # where the endpoint listens: the address the operator dials
     termination_log: str = Field(TERMINATION_LOG, validation_alias="STREAMQ_TERMINATION_LOG")
     broker_timeout_s: float = Field(30.0, validation_alias="STREAMQ_BROKER_TIMEOUT_SECONDS")
     preflight_timeout_s: float = 15.0
@@ -231,10 +243,14 @@ def run(doc: QueryDocument, options: RunOptions | None = None) -> ExitCode:
     job = Job(doc, spec, options, slots, partitions, stop, progress,
               restarts=InPlaceRestarts(limit=spec.restart_policy.in_place_restarts),
               fence=lease.lost if lease is not None else None)  # fmt: skip
+    endpoint = (ProgressEndpoint(progress, options.progress_port, host=options.pod_ip or "0.0.0.0").start()
+                if options.progress_port is not None else None)  # fmt: skip
     try:
         return _run_query(job, plan, terminal, spark, lease, held)
     finally:
         _release(lease)  # the query is stopped: the standby may take over at once
+        if endpoint is not None:
+            endpoint.stop()
         if terminal is not None:
             terminal.close()
 

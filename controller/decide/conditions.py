@@ -58,6 +58,7 @@ class ProblemKind(Enum):
     SOURCE_UNAVAILABLE = Effect("the running driver waits for a broker that does not answer", Reason.SOURCE_UNAVAILABLE)
     STALLED = Effect("the running driver reports a stall", Reason.STALLED)
     UNRESPONSIVE = Effect("the running driver stopped reporting", Reason.UNRESPONSIVE)
+    PROGRESS_REFUSED = Effect("the running driver's progress answer was refused", Reason.PROGRESS_REFUSED)
     CANNOT_START = Effect("the driver cannot start (unschedulable, an image it cannot pull)", None)
 
     @property

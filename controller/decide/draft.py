@@ -39,6 +39,8 @@ class Inputs:
     drivers: tuple[Driver, ...]
     now: datetime
     progress: ProgressRecord | None = None  # the driver's newest progress record, if read this pass
+    progress_read: bool = False  # whether this pass read the driver's progress (between reads, judgements stand)
+    progress_refused: str | None = None  # why the driver's answer on its progress port was refused, if it was
     silent_after_s: float = 120.0  # a newest record older than this: Unresponsive
     policy: Policy | None = None  # the platform's policy (chart values); None: none applies
     facts: OperatorFacts | None = None  # this installation's job image and accounts, for the policy

@@ -27,6 +27,7 @@ def reported(d: Draft, current: Driver) -> None:
         d.event("Warning", Reason.RESTARTED_IN_PLACE,
                 f"driver {current.name} restarted its query from the checkpoint without a new pod "
                 f"({restarts} so far): {why}")  # fmt: skip
+    _problem(d, current, ProblemKind.PROGRESS_REFUSED, _refused(d))
     silence = _silence(d, current, attempt)
     if silence is not None:
         d.add_problem(ProblemKind.UNRESPONSIVE, silence)
@@ -50,6 +51,16 @@ def _problem(d: Draft, current: Driver, kind: ProblemKind, message: str | None) 
     # (every kind reported here has a reason of its own: only CANNOT_START has none)
     if reason is not None and (previous is None or previous.reason != reason or previous.status != "True"):
         d.event("Warning", reason, f"driver {current.name}: {message}")
+
+
+def _refused(d: Draft) -> str | None:
+    """What the driver answered on its progress port that was not a record: judged on a read, kept between reads."""
+    if d.inputs.progress_read:
+        why = d.inputs.progress_refused
+        return f"{why}: status.progress keeps the last record it could read" if why else None
+    previous = d.old.condition(ConditionType.DEGRADED)
+    refused = previous is not None and previous.status == "True" and previous.reason == Reason.PROGRESS_REFUSED
+    return previous.message if previous is not None and refused else None
 
 
 def _silence(d: Draft, current: Driver, attempt: int) -> str | None:

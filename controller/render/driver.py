@@ -8,6 +8,7 @@ from typing import Any
 from contract import (
     POD_IP_ENV,
     PROGRESS_FILE_ENV,
+    PROGRESS_PORT_ENV,
     QUERY_ENV,
     READY_FILE,
     READY_FILE_ENV,
@@ -60,6 +61,7 @@ def container_security_context(read_only_root: bool = True) -> dict[str, Any]:
 def driver_env(run: Run, settings: Settings) -> list[dict[str, Any]]:
     return [
         {"name": PROGRESS_FILE_ENV, "value": PROGRESS_FILE},
+        *([{"name": PROGRESS_PORT_ENV, "value": str(settings.progress_port)}] if settings.progress_port else []),
         {"name": SECRETS_DIR_ENV, "value": SECRETS_MOUNT_DIR},
         {"name": QUERY_ENV, "value": run.query},
         {"name": "PYTHONUNBUFFERED", "value": "1"},

@@ -18,8 +18,8 @@ from controller.run import Run
 READINESS_PROBE = {"exec": {"command": ["test", "-e", READY_FILE]}, "periodSeconds": 1, "failureThreshold": 1}
 
 
-def _ports(run: Run) -> list[dict[str, Any]]:
-    ports = []
+def _ports(run: Run, settings: Settings) -> list[dict[str, Any]]:
+    ports = [{"name": names.PORT_PROGRESS, "containerPort": settings.progress_port}] if settings.progress_port else []
     if run.uses_executors:
         ports += [
             {"name": names.PORT_DRIVER_RPC, "containerPort": names.DRIVER_PORT},
@@ -52,7 +52,7 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
         "terminationMessagePolicy": "File",  # never the log: console rows and secrets stay out of status
         "readinessProbe": READINESS_PROBE,
     }
-    ports = _ports(run)
+    ports = _ports(run, settings)
     if ports:
         container["ports"] = ports
     spec: dict[str, Any] = {

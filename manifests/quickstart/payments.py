@@ -12,12 +12,15 @@ the same lines. Two partitions: the sample's 4 task slots must exceed them (cont
 
 from __future__ import annotations
 
-import argparse
-import os
 import signal
 import sys
 import threading
+from enum import StrEnum
+from typing import Annotated
 
+import typer
+
+from contract.cli_help import HelpCommand  # the streamq image's own package: as `streamq --help` shows them
 from devtools.payments_io import Screen, feed, read_flagged
 
 SOURCE, SINK = "payments", "payments-flagged"
@@ -52,25 +55,50 @@ def topics(bootstrap: str, timeout: float = 120) -> int:
         time.sleep(1)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="payments.py")
-    parser.add_argument("command", choices=["topics", "feed", "watch"])
-    parser.add_argument("--rate", type=float, default=20.0, help="payments per second (feed)")
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "kafka:9092"))
-    args = parser.parse_args(argv)
-    if args.command == "topics":
-        return topics(args.bootstrap)
+class Command(StrEnum):
+    TOPICS = "topics"
+    FEED = "feed"
+    WATCH = "watch"
+
+
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help="The quick start's payments: their topics, a feed, the flagged ones.", cls=HelpCommand)
+def payments(
+    ctx: typer.Context,
+    command: Annotated[Command, typer.Argument(metavar="COMMAND", help="topics, feed or watch")],
+    rate: Annotated[float, typer.Option(metavar="RATE", help="payments per second (feed)")] = 20.0,
+    bootstrap: Annotated[str, typer.Option(metavar="BOOTSTRAP", envvar="KAFKA_BOOTSTRAP")] = "kafka:9092",
+) -> None:
+    ctx.obj.append(run(command, rate, bootstrap))
+
+
+def run(command: Command, rate: float, bootstrap: str) -> int:
+    if command == Command.TOPICS:
+        return topics(bootstrap)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    if args.command == "feed":
-        if topics(args.bootstrap):
+    if command == Command.FEED:
+        if topics(bootstrap):
             return 1
-        print(f"feeding {args.rate:g} payments/s into {SOURCE} at {args.bootstrap}", flush=True)
-        feed(args.bootstrap, SOURCE, args.rate, stop)
+        print(f"feeding {rate:g} payments/s into {SOURCE} at {bootstrap}", flush=True)
+        feed(bootstrap, SOURCE, rate, stop)
     else:
-        read_flagged(args.bootstrap, SINK, "continuous", Screen(), stop)
+        read_flagged(bootstrap, SINK, "continuous", Screen(), stop)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; --help exits 0 and a usage error 2 (SystemExit)."""
+    result: list[int] = []  # ctx.obj: what the command returns
+    try:
+        typer.main.get_command(cli).main(args=argv, prog_name="payments.py", obj=result, standalone_mode=True)
+    except SystemExit:
+        if not result:  # --help, a usage error: the exit code click chose (0, 2)
+            raise
+    return result[0]
 
 
 if __name__ == "__main__":

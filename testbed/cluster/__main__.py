@@ -8,25 +8,44 @@ provider           print the provider that would be chosen
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
+from enum import StrEnum
+from typing import Annotated
 
+import typer
+
+from contract.cli_help import HelpCommand
+from controller.cli import invoke
 from testbed.cluster import choose_provider, create_cluster
 from testbed.cluster.base import log
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hack/e2e-cluster.sh", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["up", "down", "provider"])
-    parser.add_argument("--no-addons", action="store_true", help="only the cluster: no CoreDNS, Kafka, operator")
-    args = parser.parse_args(argv)
+class Command(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    PROVIDER = "provider"
+
+
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
+def e2e_cluster(
+    ctx: typer.Context,
+    command: Annotated[Command, typer.Argument(metavar="COMMAND", help="up, down or provider")],
+    no_addons: Annotated[bool, typer.Option("--no-addons", help="only the cluster: no CoreDNS, Kafka, operator")] = False,
+) -> None:
+    ctx.obj.result = _run(command, no_addons)
+
+
+def _run(command: Command, no_addons: bool) -> int:
     provider = choose_provider()
-    if args.command == "provider":
+    if command == Command.PROVIDER:
         print(provider)
         return 0
-    if args.command == "down":
+    if command == Command.DOWN:
         if provider == "local":
             from testbed.cluster.local import MachineLock, cleanup_leftovers
 
@@ -45,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = create_cluster(provider)
     cluster.up()
     try:
-        if not args.no_addons:
+        if not no_addons:
             from testbed.cluster.addons import setup
 
             bootstrap = setup(cluster)
@@ -57,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.down()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int = invoke(cli, argv, "hack/e2e-cluster.sh")
+    return code
 
 
 if __name__ == "__main__":

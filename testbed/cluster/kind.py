@@ -22,15 +22,20 @@ the fraud-filter sample, left running.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from contract.cli_help import HelpCommand
+from controller.cli import invoke
 from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
 from testbed.kube import free_port
 from testbed.wait import wait_for
@@ -429,50 +434,70 @@ def try_it(cluster: KindCluster) -> None:
         print(f"  {key}: {value}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m testbed.cluster.kind", description="a kind cluster with Kafka, the operator and the fraud-filter sample"
-    )
-    parser.add_argument("command", choices=["up", "down", "kubeconfig", "bootstrap"])
-    parser.add_argument("--name", default=os.environ.get("STREAMQ_KIND_CLUSTER", "streamq"))
-    parser.add_argument("--no-sample", action="store_true", help="no fraud-filter query")
-    parser.add_argument("--no-operator", action="store_true",
-                        help="the cluster alone (DNS, the streamq image loaded): no Kafka, no operator, no sample, "
-                             "for the README's cluster quick start (make quickstart), which installs them")  # fmt: skip
-    parser.add_argument("--workers", type=int, default=0, help="worker nodes beside the control-plane node")
-    args = parser.parse_args(argv)
-    cluster = KindCluster(args.name, workers=args.workers)
-    if args.command == "down":
+class Command(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    KUBECONFIG = "kubeconfig"
+    BOOTSTRAP = "bootstrap"
+
+
+NO_OPERATOR_HELP = (
+    "the cluster alone (DNS, the streamq image loaded): no Kafka, no operator, no sample, "
+    "for the README's cluster quick start (make quickstart), which installs them"
+)
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help="a kind cluster with Kafka, the operator and the fraud-filter sample", cls=HelpCommand)
+def kind_cluster(
+    ctx: typer.Context,
+    command: Annotated[Command, typer.Argument(metavar="COMMAND", help="up, down, kubeconfig or bootstrap")],
+    name: Annotated[str, typer.Option(metavar="NAME", envvar="STREAMQ_KIND_CLUSTER")] = "streamq",
+    no_sample: Annotated[bool, typer.Option("--no-sample", help="no fraud-filter query")] = False,
+    no_operator: Annotated[bool, typer.Option("--no-operator", help=NO_OPERATOR_HELP)] = False,
+    workers: Annotated[int, typer.Option(metavar="WORKERS", help="worker nodes beside the control-plane node")] = 0,
+) -> None:
+    ctx.obj.result = _run(command, name, no_sample=no_sample, no_operator=no_operator, workers=workers)
+
+
+def _run(command: Command, name: str, no_sample: bool, no_operator: bool, workers: int) -> int:
+    cluster = KindCluster(name, workers=workers)
+    if command == Command.DOWN:
         cluster.down()
         return 0
-    if args.command in ("kubeconfig", "bootstrap"):
+    if command in (Command.KUBECONFIG, Command.BOOTSTRAP):
         if not cluster.kubeconfig.exists():
-            print(f"no kind cluster {args.name} (hack/kind-up.sh)", file=sys.stderr)
+            print(f"no kind cluster {name} (hack/kind-up.sh)", file=sys.stderr)
             return 1
-        print(cluster.kubeconfig if args.command == "kubeconfig" else f"127.0.0.1:{cluster.kafka_port}")
+        print(cluster.kubeconfig if command == Command.KUBECONFIG else f"127.0.0.1:{cluster.kafka_port}")
         return 0
     from testbed.cluster.addons import setup
 
     t0 = time.monotonic()
     cluster.up()
-    if args.no_operator:
+    if no_operator:
         from testbed.cluster.addons import check_dns
 
         check_dns(cluster)
-        log(f"kind cluster {args.name} ready in {time.monotonic() - t0:.0f}s, without Kafka or streamq (--no-operator)")
+        log(f"kind cluster {name} ready in {time.monotonic() - t0:.0f}s, without Kafka or streamq (--no-operator)")
         print(f"KUBECONFIG={cluster.kubeconfig}")
         return 0
     try:
         cluster.kafka_bootstrap = setup(cluster)
-        if not args.no_sample:
+        if not no_sample:
             try_it(cluster)
     except BaseException:
         log(f"failed; the cluster stays up for a look (KUBECONFIG={cluster.kubeconfig}); hack/kind-up.sh down removes it")
         raise
-    log(f"kind cluster {args.name} ready in {time.monotonic() - t0:.0f}s")
+    log(f"kind cluster {name} ready in {time.monotonic() - t0:.0f}s")
     print(f"KUBECONFIG={cluster.kubeconfig}")
     print(f"KAFKA_BOOTSTRAP={cluster.kafka_bootstrap}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int = invoke(cli, argv, "python -m testbed.cluster.kind")
+    return code
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 from testbed.kube import KubeApiServer, kube_bin
 from testbed.operator import Cluster, Operator, install_streamq, unique
 from tests.support.kube_fixtures import require_kube_binaries
+from tests.support.kubelet_logs import KubeletLogs
 
 
 @pytest.fixture(scope="session")
@@ -68,3 +69,14 @@ def helm() -> Path:
     """The helm binary `hack/install-kube.sh helm` builds (fails without it; STREAMQ_ALLOW_SKIP=1 skips)."""
     require_kube_binaries(("helm",))
     return kube_bin("helm")
+
+
+@pytest.fixture
+def kubelet(cluster, tmp_path):
+    """Serves a local job's log where the API server asks the driver's kubelet for it."""
+    logs = KubeletLogs(tmp_path)
+    logs.node = unique("node")
+    logs.register_node(cluster.core, logs.node)
+    yield logs
+    logs.stop()
+    cluster.core.delete_node(logs.node)

@@ -12,11 +12,9 @@ import pytest
 from contract.names import LABEL_CREDENTIALS
 from controller import names
 from testbed.jobs import JobProcess
-from testbed.operator import unique
 from testbed.specs import query_spec
 from testbed.wait import wait_for
 from tests.hostile_specs import REFUSED_BY_LIMITS, REFUSED_BY_POLICY, REFUSED_BY_RULES
-from tests.support.kubelet_logs import KubeletLogs
 
 pytestmark = pytest.mark.integration
 
@@ -101,17 +99,6 @@ def test_a_password_in_a_secret_appears_nowhere_the_operator_writes(cluster, ope
     for text in seen:
         assert PASSWORD not in text
     assert "streamq-kafka-creds" in seen[3] and "streamq-kafka-creds" in seen[2]  # referenced by name, mounted by the pod
-
-
-@pytest.fixture
-def kubelet(cluster, tmp_path):
-    """Serves a local job's log where the API server asks the driver's kubelet for it."""
-    logs = KubeletLogs(tmp_path)
-    logs.node = unique("node")
-    logs.register_node(cluster.core, logs.node)
-    yield logs
-    logs.stop()
-    cluster.core.delete_node(logs.node)
 
 
 def test_console_rows_of_a_real_driver_carry_the_password_and_nothing_the_operator_writes_does(

@@ -20,23 +20,10 @@ from contract import RESUME_ANNOTATION, ExitCode
 from controller import names
 from testbed.jobs import JobProcess
 from testbed.kube import free_port
-from testbed.operator import unique
 from testbed.specs import RATE_TO_CONSOLE, flagged, payments, query_spec
 from testbed.wait import wait_for
-from tests.support.kubelet_logs import KubeletLogs
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def kubelet(cluster, tmp_path):
-    logs = KubeletLogs(tmp_path)
-    node = unique("node")
-    logs.register_node(cluster.core, node)
-    logs.node = node
-    yield logs
-    logs.stop()
-    cluster.core.delete_node(node)
 
 
 def scrape(port: int) -> str:

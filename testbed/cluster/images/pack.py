@@ -15,12 +15,17 @@ CoreDNS (a static Go binary): neither needs a base image.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from contract.cli_help import HelpCommand
+from controller.cli import invoke
 
 EPOCH = 0
 
@@ -103,24 +108,33 @@ def docker_archive(
     return "sha256:" + config_id
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("ref", help="name:tag")
-    parser.add_argument("--entrypoint", action="append", required=True, help="repeat for each word")
-    parser.add_argument("--cmd", action="append")
-    parser.add_argument("--user")
-    parser.add_argument("--expose", action="append", default=[])
-    parser.add_argument("--file", action="append", required=True, help="DEST=SRC[:MODE] (octal mode, default 0755)")
-    args = parser.parse_args(argv)
+cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
+def pack(
+    ctx: typer.Context,
+    out: Annotated[Path, typer.Argument(metavar="OUT")],
+    ref: Annotated[str, typer.Argument(metavar="REF", help="name:tag")],
+    entrypoint: Annotated[list[str], typer.Option(metavar="ENTRYPOINT", help="repeat for each word")],
+    file: Annotated[list[str], typer.Option(metavar="FILE", help="DEST=SRC[:MODE] (octal mode, default 0755)")],
+    cmd: Annotated[list[str] | None, typer.Option(metavar="CMD")] = None,
+    user: Annotated[str | None, typer.Option(metavar="USER")] = None,
+    expose: Annotated[list[str] | None, typer.Option(metavar="EXPOSE")] = None,
+) -> None:
     files = []
-    for spec in args.file:
+    for spec in file:
         dest, _, src = spec.partition("=")
         src, _, mode = src.partition(":")
         files.append((dest, Path(src), int(mode or "0755", 8)))
-    image_id = docker_archive(args.out, args.ref, files, args.entrypoint, args.cmd, args.user, args.expose)
+    image_id = docker_archive(out, ref, files, entrypoint, cmd or None, user, expose or [])
     print(image_id)
-    return 0
+    ctx.obj.result = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    code: int = invoke(cli, argv, "python -m testbed.cluster.images.pack")
+    return code
 
 
 if __name__ == "__main__":

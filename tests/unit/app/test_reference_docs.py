@@ -52,3 +52,11 @@ def test_check_mode_reports_drift(tmp_path, monkeypatch, capsys):
     assert "out of date" in capsys.readouterr().err
     assert reference.main(["--write"]) == 0 and stale.read_text() == render_reference()
     assert reference.main(["--check"]) == 0
+
+
+def test_write_and_check_exclude_each_other(capsys):
+    for argv in (["--write", "--check"], ["--bogus"]):
+        with pytest.raises(SystemExit) as exc:
+            reference.main(argv)
+        assert exc.value.code == 2, argv
+    assert "use either --write or --check" in capsys.readouterr().err

@@ -855,6 +855,23 @@ def test_a_driver_that_stops_printing_progress_is_unresponsive_once_then_recover
     assert conditions(d.status)["Degraded"] == "False" and event_reasons(d) == [Reason.DRIVER_RUNNING]
 
 
+def test_a_progress_answer_that_is_no_record_is_degraded_on_that_query_until_a_record_comes():
+    w = running_world()
+    w.driver_reports(**report(updatedAt=_at(w, 1)))
+    w.reconcile()
+    w.driver_answers_no_record("the driver's progress record is larger than 64 KiB")
+    d = w.reconcile()
+    degraded = d.status.condition(ConditionType.DEGRADED)
+    assert (degraded.status, degraded.reason) == ("True", Reason.PROGRESS_REFUSED)
+    assert degraded.message.startswith("the driver's progress record is larger than 64 KiB: status.progress keeps")
+    assert d.status.progress is not None and d.status.progress.batch_id == 4  # the last record it could read stays
+    assert d.status.phase is Phase.RUNNING and d.actions == () and event_reasons(d) == [Reason.PROGRESS_REFUSED]
+    again = w.reconcile()  # a pass without a read keeps the judgement, quietly
+    assert again.status.condition(ConditionType.DEGRADED).reason == Reason.PROGRESS_REFUSED and again.events == ()
+    w.driver_reports(**report(updatedAt=_at(w, 1)))
+    assert conditions(w.reconcile().status)["Degraded"] == "False"
+
+
 def test_silence_is_judged_only_on_records_of_the_current_driver_with_a_time():
     w = running_world()
     w.driver_reports(**report())  # no updatedAt: nothing to judge

@@ -96,8 +96,9 @@ def test_the_driver_names_its_ui_port_only_when_asked():
         run = Run(query="q", namespace="ns", attempt=1, spec=parsed, checkpoint_location=parsed.checkpoint.location)
         return render.driver_pod(run, Settings())["spec"]["containers"][0].get("ports", [])
 
-    assert ports(base_spec()) == []
-    assert ports(base_spec(**UI)) == [{"name": "spark-ui", "containerPort": SPARK_UI_PORT}]
+    progress = {"name": "progress", "containerPort": 8090}  # every driver's (controller.progress_read)
+    assert ports(base_spec()) == [progress]
+    assert ports(base_spec(**UI)) == [progress, {"name": "spark-ui", "containerPort": SPARK_UI_PORT}]
 
 
 def test_an_ingress_only_when_the_installation_names_a_host():

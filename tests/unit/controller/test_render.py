@@ -66,7 +66,8 @@ def test_driver_pod_exact_fields():
     # Ready = warm or running (app.driver.ready): what a warm upgrade waits for before it stops the old driver
     assert env["STREAMQ_READY_FILE"] == "/tmp/streamq/ready"
     assert c["readinessProbe"]["exec"]["command"] == ["test", "-e", "/tmp/streamq/ready"]
-    assert "ports" not in c
+    # the progress channel (app.monitoring.endpoint): the port by name, the job told which
+    assert c["ports"] == [{"name": "progress", "containerPort": 8090}] and env["STREAMQ_PROGRESS_PORT"] == "8090"
     mounts = {m["name"]: m for m in c["volumeMounts"]}
     assert mounts["query"] == {"name": "query", "mountPath": "/etc/streamq", "readOnly": True}
     assert {v["name"]: v for v in spec["volumes"]}["query"] == {"name": "query", "configMap": {"name": "payments-query"}}
@@ -181,7 +182,7 @@ def test_with_executors_the_driver_gets_a_headless_service_and_kubernetes_conf()
     pod = render.driver_pod(run, SETTINGS)
     assert pod["spec"]["serviceAccountName"] == "streamq-driver"
     assert "automountServiceAccountToken" not in pod["spec"]
-    assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [7078, 7079]
+    assert [p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]] == [8090, 7078, 7079]
     assert [c["kind"] for c in render.children(run, SETTINGS)] == [
         "ConfigMap",
         "Secret",

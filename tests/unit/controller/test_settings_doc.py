@@ -80,3 +80,10 @@ def test_check_mode_reports_drift(tmp_path, monkeypatch, capsys):
     assert settings_doc.main(["--check"]) == 0
     # the spec's generator keeps this part
     assert reference.main(["--write"]) == 0 and page.read_text() == settings_doc.render_page()
+
+
+def test_write_and_check_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as exc:
+        settings_doc.main(["--check", "--write"])
+    assert exc.value.code == 2
+    assert "use either --write or --check" in capsys.readouterr().err

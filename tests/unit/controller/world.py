@@ -47,6 +47,8 @@ class World:
         self.now = T0
         self.history: list[Decision] = []
         self._report: ProgressRecord | None = None  # a progress record the next reconcile reads from the driver
+        self._read = False  # whether the next reconcile reads the driver's progress
+        self._refused: str | None = None  # ... and refuses what the driver answered, why
         self.lease: LeaseState | None = None  # the query's Lease, as observe read it (when it reads it)
         self.policy: Policy | None = None  # the platform's policy the operator decides with (None: none applies)
 
@@ -87,6 +89,11 @@ class World:
     def driver_reports(self, **record: Any) -> None:
         """The driver's newest progress line, as the operator reads it from the log (status field names)."""
         self._report = ProgressRecord.model_validate(record).for_status()
+        self._read = True
+
+    def driver_answers_no_record(self, why: str) -> None:
+        """The driver's progress port answers what the operator refuses (controller.progress_read)."""
+        self._read, self._refused = True, why
 
     def add_driver(self, **fields: Any) -> None:
         self.drivers.append(Driver(kind="Pod", name=fields.pop("name", "x"), phase=fields.pop("phase", DriverPhase.RUNNING),
@@ -99,11 +106,12 @@ class World:
             name=self.name, namespace=self.namespace, uid=UID, generation=self.generation,
             raw_spec=copy.deepcopy(self.spec), status=self.status.model_copy(deep=True),
             drivers=tuple(self.drivers), now=self.now, progress=self._report, lease=self.lease, policy=self.policy,
+            progress_read=self._read, progress_refused=self._refused,
         )  # fmt: skip
 
     def reconcile(self, apply: bool = True) -> Decision:
         decision = decide(self.inputs())
-        self._report = None
+        self._report, self._read, self._refused = None, False, None
         self.history.append(decision)
         if not apply:
             return decision
