@@ -29,6 +29,7 @@ from controller.act import Log
 from controller.config import Settings
 from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
 from controller.metrics import Metrics
+from controller.progress_read import next_read
 from controller.reconcile import reconcile_once
 
 MAX_ERROR_DELAY_S = 60.0
@@ -160,7 +161,7 @@ async def reconciler(
                 logger.info("the query is gone or being deleted; its children go with it")
                 return
             if read_progress:
-                next_progress = loop.time() + settings.progress_interval_s
+                next_progress = next_read(loop.time(), settings.progress_interval_s, f"{namespace}/{name}")
             decision = outcome.decision
             # A status write that lost a race is decided again at once, events included: post them once.
             for event in () if outcome.conflict else decision.events:
@@ -174,7 +175,7 @@ async def reconciler(
             if decision.requeue_after is not None:
                 delay = min(delay, decision.requeue_after)
             if decision.status.phase is not None and decision.status.phase.value == "Running":
-                delay = min(delay, settings.progress_interval_s)
+                delay = min(delay, next_progress - loop.time())
             await _sleep(waker, stopped, max(delay, 0.05))
     finally:
         memo.wakers.unregister(namespace, name)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import logging
+import math
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -58,6 +60,14 @@ class ProgressRead:
     channel: Channel = Channel.ENDPOINT
     result: ReadResult = ReadResult.NONE
     refused: str | None = None  # why the driver's answer was refused (for the condition; never its content)
+
+
+def next_read(now: float, interval_s: float, query: str) -> float:
+    """When to read a query's progress next: on its own phase of the interval (a hash of its name), so that
+    2,000 queries started together, or an operator that restarts, do not all fall due in the same second."""
+    phase = (zlib.crc32(query.encode()) % 10_000) / 10_000 * interval_s
+    due = phase + (math.floor((now - phase) / interval_s) + 1) * interval_s
+    return due if due - now > interval_s * 1e-6 else due + interval_s  # now on its phase: the next one
 
 
 class Refused(Exception):

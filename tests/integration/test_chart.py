@@ -678,3 +678,30 @@ def test_uninstall_hook_objects_have_distinct_names_when_the_release_namespace_i
     assert len(keys) == len(set(keys)), sorted(keys)
     bindings = {b["roleRef"]["kind"]: b for b in by_kind(hooks, "RoleBinding")}
     assert bindings["Role"]["metadata"]["namespace"] == bindings["ClusterRole"]["metadata"]["namespace"] == "streamq-system"
+
+
+def test_shards_are_one_deployment_each_over_disjoint_namespaces_with_their_own_peering(helm, tmp_path):
+    """operator.shards (docs/operations.md, "Sharding"): each shard's operator watches only its namespaces
+    and peers only with its own replicas; a namespace in two shards, or one the release does not serve, fails."""
+    values = {"operator": {"watchNamespaces": ["team-a", "team-b", "team-c"], "peering": {"enabled": True},
+                           "shards": [{"name": "one", "namespaces": ["team-a", "team-b"]},
+                                      {"name": "two", "namespaces": ["team-c"]}]}}  # fmt: skip
+    docs = render(helm, tmp_path, values)
+    deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
+    assert set(deployments) == {"streamq-operator-one", "streamq-operator-two"}
+    for shard, namespaces in (("one", ["team-a", "team-b"]), ("two", ["team-c"])):
+        d = deployments[f"streamq-operator-{shard}"]
+        assert d["spec"]["selector"]["matchLabels"]["streamq.io/shard"] == shard
+        assert d["spec"]["template"]["metadata"]["labels"]["streamq.io/shard"] == shard
+        container = d["spec"]["template"]["spec"]["containers"][0]
+        assert [a for a in container["args"] if a.startswith("--")] == [f"--namespace={n}" for n in namespaces]
+        assert env_of(container)["STREAMQ_PEERING"] == f"streamq-{shard}"
+    peerings = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in by_kind(docs, "KopfPeering")}
+    assert peerings == {("team-a", "streamq-one"), ("team-b", "streamq-one"), ("team-c", "streamq-two")}
+    overlapping = {"operator": {**values["operator"], "shards": [{"name": "one", "namespaces": ["team-a"]},
+                                                                 {"name": "two", "namespaces": ["team-a"]}]}}  # fmt: skip
+    refused = template(helm, tmp_path, overlapping)
+    assert refused.returncode != 0 and "namespace team-a is in shards one and two" in refused.stderr
+    foreign = {"operator": {**values["operator"], "shards": [{"name": "one", "namespaces": ["elsewhere"]}]}}
+    refused = template(helm, tmp_path, foreign)
+    assert refused.returncode != 0 and "namespace elsewhere is not one the release serves" in refused.stderr

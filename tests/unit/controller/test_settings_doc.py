@@ -66,7 +66,10 @@ def test_the_chart_value_of_each_variable_is_the_one_that_sets_it():
             assert (
                 variable in INDIRECT
                 or any(f".Values.{path}" in text for text in (entry, *bodies))
-                or (f"with .Values.{path.rsplit('.', 1)[0]}" in DEPLOYMENT and f".{path.rsplit('.', 1)[1]}" in entry)
+                or (
+                    re.search(rf"with \$?\.Values\.{re.escape(path.rsplit('.', 1)[0])}\b", DEPLOYMENT)
+                    and f".{path.rsplit('.', 1)[1]}" in entry
+                )
             ), f"{variable}: its entry in deployment.yaml does not read .Values.{path}"
 
 
