@@ -86,7 +86,7 @@ class Freshness(threading.Thread):
         self.join(10)
 
 
-def one_run(n: int, channel: str, minutes: float, port: int) -> dict[str, Any]:
+def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False) -> dict[str, Any]:
     import psutil
     from kubernetes import client
 
@@ -109,7 +109,8 @@ def one_run(n: int, channel: str, minutes: float, port: int) -> dict[str, Any]:
         api = kube.api_client()
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         farm = FakeDrivers(core, NAMESPACE, names.driver_pod_selector(), port).start()
-        env = {"STREAMQ_PROGRESS_PORT": str(port if channel == "endpoint" else 0)}
+        # the operator's defaults (the testbed's helper shortens the resync to 10 s for tests), but the port
+        env = {"STREAMQ_PROGRESS_PORT": str(port if channel == "endpoint" else 0), "STREAMQ_RESYNC_INTERVAL_SECONDS": "60"}
         operator = Operator(operator_kubeconfig, NAMESPACE, workdir / "operator.log", env=env).start()
         queries = [f"q{i:04d}" for i in range(n)]
         spec = query_spec(RATE_TO_CONSOLE, checkpoint={"location": "/tmp/streamq/checkpoint"})
@@ -160,7 +161,10 @@ def one_run(n: int, channel: str, minutes: float, port: int) -> dict[str, Any]:
             if part is not None:
                 part.stop()
         kube.stop()
-        shutil.rmtree(workdir, ignore_errors="windowS" in out)
+        if "windowS" in out and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log(f"kept {workdir} (the operator's, kwok's and the scheduler's logs)")
     return out
 
 
@@ -173,6 +177,7 @@ def main(
     channels: Annotated[str, typer.Option(help="endpoint, log, or both (comma-separated)")] = "endpoint,log",
     minutes: Annotated[float, typer.Option(help="the measured window of each run")] = 5.0,
     port: Annotated[int, typer.Option(help="the drivers' progress port (the fake drivers listen on it)")] = 18090,
+    keep: Annotated[bool, typer.Option(help="keep each run's logs (operator, kwok, scheduler)")] = False,
 ) -> None:
     args = SimpleNamespace(**locals())
     results: dict[str, Any] = results_header("operator-running", vars(args))
@@ -181,7 +186,7 @@ def main(
     runs = []
     for n in (int(x) for x in queries.split(",")):
         for channel in channels.split(","):
-            runs.append(one_run(n, channel, minutes, port))
+            runs.append(one_run(n, channel, minutes, port, keep))
             log(json.dumps({k: v for k, v in runs[-1].items() if k != "operatorLogTail"}))
     results["runs"] = runs
     results["loadWholeRun"] = sampler.stop()

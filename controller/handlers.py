@@ -30,10 +30,11 @@ from controller.config import Settings
 from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
 from controller.metrics import Metrics
 from controller.progress_read import next_read
-from controller.reconcile import reconcile_once
+from controller.reconcile import expected_after_write, reconcile_once
 
 MAX_ERROR_DELAY_S = 60.0
 CONFLICT_DELAY_S = 0.2
+EARLY_WAKE_S = 0.25  # a read due this soon is read now: else a timer that fires early costs a pass, then another
 RECONCILE_WORKERS = 32  # threads for blocking reconciles, and as many API connections
 DRIVER_LABELS = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: names.COMPONENT_DRIVER}
 
@@ -105,7 +106,14 @@ def liveness(memo: kopf.Memo, **_: Any) -> int:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-async def query_changed(name: str, namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
+async def query_changed(name: str, namespace: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    expected = memo.kube.status_expected.get((namespace, name)) if namespace is not None else None
+    if (
+        expected is not None
+        and not body.get("metadata", {}).get("deletionTimestamp")
+        and expected == expected_after_write(dict(body), dict(body.get("status") or {}))
+    ):
+        return  # the echo of our own status write: another pass would find what it wrote
     memo.wakers.wake(namespace, names.query_label(name))
 
 
@@ -142,7 +150,7 @@ async def reconciler(
         # "cancelled" warning.
         while not stopped.is_set():
             waker.clear()
-            read_progress = loop.time() >= next_progress
+            read_progress = loop.time() >= next_progress - EARLY_WAKE_S  # a timer may fire a little early
             try:
                 work = functools.partial(
                     reconcile_once, memo.kube, settings, namespace, name, with_progress=read_progress, logger=logger
@@ -180,6 +188,7 @@ async def reconciler(
     finally:
         memo.wakers.unregister(namespace, name)
         memo.metrics.forget(namespace, name)
+        memo.kube.status_expected.pop((namespace, name), None)
 
 
 async def _sleep(waker: asyncio.Event, stopped: kopf.DaemonStopped, seconds: float) -> None:

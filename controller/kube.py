@@ -41,6 +41,11 @@ class Kube:
         self.coordination = client.CoordinationV1Api(api_client)
         self.rbac = client.RbacAuthorizationV1Api(api_client)
         self._dynamic: DynamicClient | None = None
+        # Each query as this operator's last status write leaves it (generation, annotations, labels,
+        # status), recorded before the write: the watch event of that write brings nothing new, and need
+        # not wake the query's daemon (handlers.query_changed). Recorded before, since the event may
+        # come before the write's answer.
+        self.status_expected: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     # -- StreamingQuery ------------------------------------------------------------
 

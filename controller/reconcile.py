@@ -41,6 +41,12 @@ class Outcome:
     progress: ProgressRead | None = None  # how this pass read the driver's progress, if it did
 
 
+def expected_after_write(body: dict[str, Any], status: dict[str, Any]) -> tuple[Any, ...]:
+    """What a query looks like once its status is written and nothing else changed (handlers.query_changed)."""
+    meta = body.get("metadata") or {}
+    return (meta.get("generation"), meta.get("annotations") or {}, meta.get("labels") or {}, status)
+
+
 def _uses_spark_apps(spec: Any, status: QueryStatus) -> bool:
     backend = ((spec or {}).get("runtime") or {}).get("backend") if isinstance(spec, dict) else None
     return backend == Backend.SPARK_APPLICATION or status.driver_kind == SPARK_APP_KIND
@@ -99,6 +105,7 @@ def reconcile_once(
     patch = status_patch(raw_status, new_status)
     if not patch:
         return Outcome(decision, body, progress=progress)
+    kube.status_expected[namespace, name] = expected_after_write(body, new_status)
     try:
         kube.patch_query_status(namespace, name, patch, meta.get("resourceVersion"))
     except ApiException as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.kube import KubeApiServer, _die_with_parent, free_port, kube_bin
+from testbed.wait import wait_for
 
 KWOK_VERSION = "v0.8.0"
 POD_CIDR = "127.16.0.0/12"  # 1M loopback addresses
@@ -33,6 +34,19 @@ def kwok_bin() -> Path:
         subprocess.run(["go", "install", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"], check=True,
                        env={**os.environ, "GOBIN": str(target), "CGO_ENABLED": "0"}, timeout=1800)  # fmt: skip
     return binary
+
+
+def stages_config(target: Path) -> Path:
+    """kwok's own "fast" stages (a node Ready at once; a pod Running at once, with an address; deleted
+    at once), read from the module kwok was built from, as one config file."""
+    mod = subprocess.run(["go", "env", "GOMODCACHE"], check=True, capture_output=True, text=True).stdout.strip()
+    stage = Path(mod) / f"sigs.k8s.io/kwok@{KWOK_VERSION}" / "kustomize" / "stage"
+    files = sorted((stage / "node" / "fast").glob("*.yaml")) + sorted((stage / "pod" / "fast").glob("*.yaml"))
+    docs = [f.read_text() for f in files if f.name != "kustomization.yaml"]
+    if not docs:
+        raise FileNotFoundError(f"kwok's stages are not in {stage}: kwok_bin() downloads the module")
+    target.write_text("\n---\n".join(docs))
+    return target
 
 
 def fake_node(name: str, cores: int = 1000, pods: int = 1000) -> dict[str, Any]:
@@ -68,7 +82,8 @@ class FakeNodes:
         self._spawn("kube-scheduler", [str(kube_bin("kube-scheduler")), f"--kubeconfig={kubeconfig}",
                                        "--leader-elect=false", "--bind-address=127.0.0.1",
                                        f"--secure-port={free_port()}"])  # fmt: skip
-        self._spawn("kwok", [str(kwok_bin()), f"--kubeconfig={kubeconfig}",
+        kwok = str(kwok_bin())
+        self._spawn("kwok", [kwok, f"--config={stages_config(self.workdir / 'kwok-stages.yaml')}", f"--kubeconfig={kubeconfig}",
                              f"--manage-nodes-with-label-selector={FAKE_NODE_LABEL}=true",
                              f"--cidr={POD_CIDR}", "--node-ip=127.0.0.1",
                              f"--server-address=127.0.0.1:{free_port()}"])  # fmt: skip
@@ -81,6 +96,12 @@ class FakeNodes:
         names = [f"fake-{i}" for i in range(count)]
         for name in names:
             core.create_node(fake_node(name, cores, pods))
+        # The API server gives a new node the not-ready taint (TaintNodesByCondition) and only the node
+        # lifecycle controller takes it off: there is none here, so it goes once kwok reports Ready.
+        for name in names:
+            wait_for(lambda name=name: any(c.type == "Ready" and c.status == "True"
+                                           for c in core.read_node(name).status.conditions or []), 60, f"node {name} Ready")  # fmt: skip
+            core.patch_node(name, {"spec": {"taints": None}})
         return names
 
     def exited(self) -> str | None:

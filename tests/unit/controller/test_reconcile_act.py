@@ -19,7 +19,7 @@ from controller.config import Settings
 from controller.decide import CREATE_RETRY_S, Refusal
 from controller.kube import NameConflict
 from controller.phases import ConditionType, Phase, Reason
-from controller.reconcile import reconcile_once
+from controller.reconcile import expected_after_write, reconcile_once
 from tests.unit.controller.world import T0, UID, base_spec
 
 pytestmark = pytest.mark.unit
@@ -30,6 +30,7 @@ class RefusingKube:
     server's message for a 403, or what kube raises)."""
 
     def __init__(self, spec: dict, error: str | Exception):
+        self.status_expected: dict = {}  # as Kube keeps it (handlers.query_changed reads it)
         self.body = {"apiVersion": API_VERSION, "kind": KIND, "spec": spec,
                      "metadata": {"name": "q", "namespace": "ns", "uid": UID, "generation": 1, "resourceVersion": "7"}}  # fmt: skip
         self.error, self.calls, self.patches = error, [], []
@@ -139,3 +140,12 @@ def test_acting_uses_the_decision_s_types_and_none_of_its_functions():
     ]
     for module, name in from_decide:
         assert isinstance(getattr(importlib.import_module(module), name), type), f"act imports {name} from {module}"
+
+
+def test_the_status_a_pass_writes_is_expected_before_it_is_written_so_its_echo_wakes_nobody():
+    kube = RefusingKube(base_spec(), "quota exceeded")
+    reconcile_once(kube, Settings(), "ns", "q")
+    written = kube.patches[-1][0]  # a new query: the patch is the whole status
+    assert kube.status_expected["ns", "q"] == expected_after_write(kube.body, written)
+    edited = {**kube.body, "metadata": {**kube.body["metadata"], "generation": 2}}  # a spec change is news
+    assert kube.status_expected["ns", "q"] != expected_after_write(edited, written)
