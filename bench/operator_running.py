@@ -111,7 +111,7 @@ def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False)
         farm = FakeDrivers(core, NAMESPACE, names.driver_pod_selector(), port).start()
         # the operator's defaults (the testbed's helper shortens the resync to 10 s for tests), but the port
         env = {"STREAMQ_PROGRESS_PORT": str(port if channel == "endpoint" else 0), "STREAMQ_RESYNC_INTERVAL_SECONDS": "60"}
-        operator = Operator(operator_kubeconfig, NAMESPACE, workdir / "operator.log", env=env).start()
+        operator = Operator(operator_kubeconfig, NAMESPACE, workdir / "operator.log", env=env, verbose=False).start()
         queries = [f"q{i:04d}" for i in range(n)]
         spec = query_spec(RATE_TO_CONSOLE, checkpoint={"location": "/tmp/streamq/checkpoint"})
         manifest = {"apiVersion": "v1", "kind": "List", "items": [resource(spec, q, NAMESPACE) for q in queries]}

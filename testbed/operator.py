@@ -120,12 +120,15 @@ class Operator:
     """`python -m controller` watching one namespace, as the operator's ServiceAccount."""
 
     def __init__(self, kubeconfig: Path, namespace: str, log_path: Path, env: dict[str, str] | None = None,
-                 metrics_port: int = 0):  # fmt: skip
+                 metrics_port: int = 0, verbose: bool = True):  # fmt: skip
+        """``verbose``: kopf's and the client's debug lines too (tests read them; a benchmark runs as the
+        chart does, without)."""
         self.kubeconfig, self.namespace, self.log_path = kubeconfig, namespace, log_path
         self.env = env or {}
         self.metrics_port = metrics_port
         self.proc: subprocess.Popen | None = None
         self.liveness_port = 0
+        self.verbose = verbose
 
     def start(self, timeout: float = 120.0) -> Operator:
         self.liveness_port = free_port()
@@ -138,7 +141,7 @@ class Operator:
             **self.env,
         }
         argv = [
-            sys.executable, "-m", "controller", "--standalone", "-n", self.namespace, "--verbose",
+            sys.executable, "-m", "controller", "--standalone", "-n", self.namespace, *(["--verbose"] if self.verbose else []),
             "--metrics-port", str(self.metrics_port), "--liveness", f"http://127.0.0.1:{self.liveness_port}/healthz",
         ]  # fmt: skip
         log = open(self.log_path, "ab")
