@@ -1,40 +1,33 @@
-"""The StreamingQuery field reference, generated from the spec model.
-
-    python -m contract.reference > docs/reference.md   # print it
-    python -m contract.reference --write               # rewrite docs/reference.md
-    python -m contract.reference --check               # exit 1 when docs/reference.md drifts
+"""The StreamingQuery field reference, generated from the spec model: the first part of
+docs/reference.md, which `python -m controller.settings_doc --write` writes whole (``--check``: exit 1
+when it drifts).
 
 A field's description is the one `kubectl explain` prints (controller.crd carries the
 same texts into the CRD): its Field(description=...), else its model's docstring.
 A unit test fails when the committed page drifts from the model.
 
-The page ends with the operator's settings (STREAMQ_* variables), which
-`python -m controller.settings_doc` generates from controller/config.py: contract
-may not import the operator (pyproject's import contracts), so this module writes and
-checks the spec's part and keeps that tail as it finds it.
+The page ends with the operator's settings (STREAMQ_* variables), which controller.settings_doc
+renders from controller/config.py after this part: contract may not import the operator
+(pyproject's import contracts), so the command that writes the page is the operator's.
 """
 
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 import typing
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from contract.cli_help import HelpCommand
 from contract.spec import OneOf, QuerySpec
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "reference.md"
 HEADER = """# StreamingQuery field reference
 
-Generated from `contract/spec.py` by `python -m contract.reference`; do not edit by hand.
+Generated from `contract/spec.py` by `python -m controller.settings_doc --write`; do not edit by hand.
 Objects marked *one of* take exactly one of their fields.
 """
 # Where the operator's part of the page begins (controller.settings_doc).
@@ -137,50 +130,3 @@ def render_reference() -> str:
         for field in model.model_fields.values():
             queue.extend(_models_in(field.annotation))
     return "\n".join([HEADER, *[line for model in seen for line in _section(model)]])
-
-
-PROG = "python -m contract.reference"
-cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
-
-
-@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
-def generate(
-    ctx: typer.Context,
-    write: Annotated[bool, typer.Option("--write", help=f"rewrite {PAGE.name}")] = False,
-    check: Annotated[bool, typer.Option("--check", help=f"exit 1 when {PAGE.name} differs")] = False,
-) -> None:
-    if write and check:
-        raise typer.BadParameter("use either --write or --check", ctx)
-    spec_part, settings_part = split_page(PAGE.read_text()) if PAGE.exists() else (None, "")
-    text = render_reference()
-    if check:
-        if spec_part != text:
-            print(f"out of date (run `python -m contract.reference --write`): {PAGE}", file=sys.stderr)
-            ctx.obj.append(1)
-            return
-        ctx.obj.append(0)
-        return
-    text += settings_part
-    if write:
-        PAGE.write_text(text)
-        print(f"wrote {PAGE}")
-    else:
-        print(text, end="")
-    ctx.obj.append(0)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command's exit code. As the operator's generators (controller.cli.invoke, out of contract's
-    reach), --help exits 0 and a usage error (an unknown flag, --write with --check) exits 2."""
-    result: list[int] = []  # ctx.obj: what the command returns
-    try:
-        # The click command itself, not cli(): no shell-completion options, plain tracebacks.
-        typer.main.get_command(cli).main(args=argv, prog_name=PROG, obj=result, standalone_mode=True)
-    except SystemExit:
-        if not result:  # --help, a usage error: the exit code click chose (0, 2)
-            raise
-    return result[0]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,7 +28,7 @@ import kopf
 import typer
 
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import invoke
 
 PROG = "python -m controller"
 cli = typer.Typer(add_completion=False)

@@ -39,6 +39,7 @@ from contract import GROUP, PLURAL, VERSION
 from contract import spec as spec_model
 from contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
 from contract.cli_help import HelpCommand
+from contract.commands import invoke
 from contract.policy import (
     LEASE_ACCOUNT_SUFFIX,
     NAMESPACE_VARIABLE,
@@ -48,7 +49,6 @@ from contract.policy import (
     Policy,
     VolumeKind,
 )
-from controller.cli import invoke
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO_ROOT / "charts" / "streamq" / "templates" / "admission-policy.yaml"
@@ -457,6 +457,7 @@ def _object_head(kind: str) -> str:
     return _OBJECT_HEAD % {"kind": kind, "suffix": NAME_SUFFIX}
 
 
+PROG = "python -m controller.admission"
 cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 
@@ -480,8 +481,7 @@ def generate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m controller.admission")
-    return code
+    return int(invoke(cli, argv, PROG))
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ from pydantic import BaseModel
 from contract import GROUP, KIND, MAX_QUERY_NAME, PLURAL, QUERY_NAME_PATTERN, SHORT_NAME, VERSION
 from contract import spec as spec_model
 from contract.cli_help import HelpCommand
+from contract.commands import invoke
 from contract.progress import field_path
 from contract.rules import RULES, Rule
-from controller.cli import invoke
 from controller.status import QueryStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -268,6 +268,7 @@ def _show(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
+PROG = "python -m controller.crd"
 cli = typer.Typer(add_completion=False)
 
 
@@ -296,8 +297,7 @@ def generate(
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m controller.crd")
-    return code
+    return int(invoke(cli, argv, PROG))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pydantic_core import PydanticUndefined
 
 from contract import reference
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import generated_page, invoke
 from controller.config import Settings
 
 INTRO = """## Operator settings
@@ -80,6 +80,7 @@ def render_page() -> str:
     return reference.render_reference() + render_settings()
 
 
+PROG = "python -m controller.settings_doc"
 cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
 
 
@@ -91,25 +92,13 @@ def generate(
 ) -> None:
     if write and check:
         raise typer.BadParameter("use either --write or --check", ctx)
-    page, text = reference.PAGE, render_page()
-    if check:
-        if not page.exists() or page.read_text() != text:
-            print(f"out of date (run `python -m controller.settings_doc --write`): {page}", file=sys.stderr)
-            ctx.obj.result = 1
-            return
-        ctx.obj.result = 0
-        return
-    if write:
-        page.write_text(text)
-        print(f"wrote {page}")
-    else:
-        print(text, end="")
-    ctx.obj.result = 0
+    page = reference.PAGE
+    current = page.read_text() if page.exists() else None
+    ctx.obj.result = generated_page(page, render_page(), current, PROG, write=write, check=check)
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m controller.settings_doc")
-    return code
+    return int(invoke(cli, argv, PROG))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from contract import GROUP, PLURAL, VERSION
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import invoke
 from controller.names import FINALIZER
 
 REQUEST_TIMEOUT_S = 30
@@ -157,5 +157,4 @@ def release_finalizers(
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m controller release-finalizers")
-    return code
+    return int(invoke(cli, argv, "python -m controller release-finalizers"))

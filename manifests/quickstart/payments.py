@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from contract.cli_help import HelpCommand  # the streamq image's own package: as `streamq --help` shows them
+from contract.commands import invoke
 from devtools.payments_io import Screen, feed, read_flagged
 
 SOURCE, SINK = "payments", "payments-flagged"
@@ -71,7 +72,7 @@ def payments(
     rate: Annotated[float, typer.Option(metavar="RATE", help="payments per second (feed)")] = 20.0,
     bootstrap: Annotated[str, typer.Option(metavar="BOOTSTRAP", envvar="KAFKA_BOOTSTRAP")] = "kafka:9092",
 ) -> None:
-    ctx.obj.append(run(command, rate, bootstrap))
+    ctx.obj.result = run(command, rate, bootstrap)
 
 
 def run(command: Command, rate: float, bootstrap: str) -> int:
@@ -91,14 +92,7 @@ def run(command: Command, rate: float, bootstrap: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command's exit code; --help exits 0 and a usage error 2 (SystemExit)."""
-    result: list[int] = []  # ctx.obj: what the command returns
-    try:
-        typer.main.get_command(cli).main(args=argv, prog_name="payments.py", obj=result, standalone_mode=True)
-    except SystemExit:
-        if not result:  # --help, a usage error: the exit code click chose (0, 2)
-            raise
-    return result[0]
+    return int(invoke(cli, argv, "payments.py"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import invoke
 from testbed.cluster import choose_provider, create_cluster
 from testbed.cluster.base import log
 
@@ -79,8 +79,7 @@ def _run(command: Command, no_addons: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "hack/e2e-cluster.sh")
-    return code
+    return int(invoke(cli, argv, "hack/e2e-cluster.sh"))
 
 
 if __name__ == "__main__":

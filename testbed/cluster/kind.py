@@ -35,7 +35,7 @@ from typing import Annotated
 import typer
 
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import invoke
 from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
 from testbed.kube import free_port
 from testbed.wait import wait_for
@@ -496,8 +496,7 @@ def _run(command: Command, name: str, no_sample: bool, no_operator: bool, worker
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m testbed.cluster.kind")
-    return code
+    return int(invoke(cli, argv, "python -m testbed.cluster.kind"))
 
 
 if __name__ == "__main__":

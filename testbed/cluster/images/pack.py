@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 
 from contract.cli_help import HelpCommand
-from controller.cli import invoke
+from contract.commands import invoke
 
 EPOCH = 0
 
@@ -133,8 +133,7 @@ def pack(
 
 
 def main(argv: list[str] | None = None) -> int:
-    code: int = invoke(cli, argv, "python -m testbed.cluster.images.pack")
-    return code
+    return int(invoke(cli, argv, "python -m testbed.cluster.images.pack"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The operator's command lines are typer commands (as the job's `streamq`, app/cli/commands.py), run with ``invoke``.
+"""How the project's command lines run (the operator's, the generators', the testbed's): typer commands, run with ``invoke``.
 
 ``invoke(app, argv, prog_name, env)`` runs the one command of ``app`` on ``argv`` and returns what the
 command put in ``ctx.obj.result``: the ``main(argv) -> int`` each module had with argparse. As with
@@ -10,13 +10,15 @@ other) exits 2, with the message on stderr. The command's environment fallbacks 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import typer
 
-__all__ = ["Invocation", "invoke"]
+__all__ = ["Invocation", "generated_page", "invoke"]
 
 _UNSET: Any = object()
 
@@ -40,3 +42,21 @@ def invoke(app: typer.Typer, argv: Sequence[str] | None, prog_name: str, env: Ma
     if call.result is _UNSET:  # pragma: no cover - standalone mode always exits
         raise SystemExit(0)
     return call.result
+
+
+def generated_page(page: Path, fresh: str, current: str | None, prog: str, *, write: bool, check: bool,
+                   written: str | None = None) -> int:  # fmt: skip
+    """A generator's three uses of a page it owns: ``--check`` (exit 1 when ``current``, the part of the page
+    it generates, is not ``fresh``), ``--write`` (``written``, else ``fresh``, into ``page``), or print it."""
+    if check:
+        if current != fresh:
+            print(f"out of date (run `{prog} --write`): {page}", file=sys.stderr)
+            return 1
+        return 0
+    text = fresh if written is None else written
+    if write:
+        page.write_text(text)
+        print(f"wrote {page}")
+    else:
+        print(text, end="")
+    return 0
