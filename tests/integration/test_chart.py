@@ -318,7 +318,15 @@ def test_the_full_network_policy_is_off_by_default_and_limits_queries_when_on(he
     selects = spec["podSelector"]
     assert selects["matchLabels"] == {"app.kubernetes.io/managed-by": "streamq"}
     assert selects["matchExpressions"] == [{"key": "streamq.io/component", "operator": "In", "values": ["driver", "executor"]}]
-    assert spec["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}}}]}]
+    operator_pods = {"app.kubernetes.io/name": "streamq", "app.kubernetes.io/instance": "streamq",
+                     "app.kubernetes.io/component": "operator"}  # fmt: skip
+    assert spec["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}}}]},
+        # the operator reads each driver's progress on its port `progress`, and only that (controller/progress_read.py)
+        {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "streamq-system"}},
+                   "podSelector": {"matchLabels": operator_pods}}],
+         "ports": [{"protocol": "TCP", "port": "progress"}]},
+    ]  # fmt: skip
     egress = spec["egress"]
     assert egress[0] == {"to": [{"podSelector": {"matchLabels": {"app.kubernetes.io/managed-by": "streamq"}}}]}
     assert {p["port"] for p in egress[1]["ports"]} == {53}
@@ -510,7 +518,8 @@ def test_network_policy_lets_the_listed_peers_reach_the_spark_ui_port(helm, tmp_
     default = one(
         render(helm, tmp_path, {"networkPolicy": {"enabled": True, "kafka": {"cidrs": ["10.20.0.0/16"]}}}), "NetworkPolicy"
     )
-    assert len(default["spec"]["ingress"]) == 1
+    assert len(default["spec"]["ingress"]) == 2  # the queries' own pods, the operator on the progress port
+    assert all(4040 not in [port["port"] for port in rule.get("ports", [])] for rule in default["spec"]["ingress"])
 
 
 # the cloud metadata endpoints (instance credentials): AWS, GCP, Azure; ECS and EKS Pod Identity agents; Alibaba

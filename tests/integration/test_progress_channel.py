@@ -9,8 +9,10 @@ to compare. Another "driver" at 127.0.0.2 is a hostile server on the same port.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -70,6 +72,14 @@ def most_lines_between_records(log: str) -> int:
     return most
 
 
+def reads_by(metrics_port: int) -> dict[tuple[str, str], float]:
+    """streamq_progress_reads_total by (channel, result), from the operator's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    found = re.findall(r'^streamq_progress_reads_total\{channel="([^"]+)",result="([^"]+)"\} ([0-9.e+]+)$', text, re.M)
+    return {(channel, result): float(value) for channel, result, value in found}
+
+
 def degraded(status: dict) -> dict:
     return next((c for c in status.get("conditions", []) if c["type"] == "Degraded"), {})
 
@@ -77,8 +87,9 @@ def degraded(status: dict) -> dict:
 def test_a_driver_that_prints_thousands_of_lines_between_records_stays_fresh_and_a_liar_is_refused_alone(
     cluster, start_operator, kubelet, tmp_path
 ):
-    port = free_port()
-    start_operator(STREAMQ_PROGRESS_INTERVAL_SECONDS=str(INTERVAL_S), STREAMQ_PROGRESS_PORT=str(port))
+    port, metrics_port = free_port(), free_port()
+    start_operator(metrics_port=metrics_port, STREAMQ_PROGRESS_INTERVAL_SECONDS=str(INTERVAL_S),
+                   STREAMQ_PROGRESS_PORT=str(port))  # fmt: skip
     loud = query_spec(RATE_TO_CONSOLE, source={"rate": {"rowsPerSecond": LOUD_ROWS_PER_S, "numPartitions": 1}},
                       transforms=[], sink={"console": {"numRows": 100_000}}, trigger={"microBatch": {"interval": "1s"}},
                       checkpoint={"location": str(tmp_path / "ck")})  # fmt: skip
@@ -136,6 +147,10 @@ def test_a_driver_that_prints_thousands_of_lines_between_records_stays_fresh_and
         loud_now = cluster.status("loud")
         assert degraded(loud_now).get("status") == "False" and age_s(loud_now["progress"]) <= 10 + INTERVAL_S + 5
         assert job.proc.poll() is None  # the loud job ran on throughout
+        reads = reads_by(metrics_port)
+        assert reads.get(("endpoint", "ok"), 0) > 30 and reads.get(("endpoint", "refused"), 0) >= 2, reads
+        # before its job listens, a driver is read from its log (log-fallback): a few reads at the start only
+        assert reads.get(("log-fallback", "none"), 0) + reads.get(("log-fallback", "ok"), 0) < reads[("endpoint", "ok")] / 3
     finally:
         liar.stop()
         job.stop()
