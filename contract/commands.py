@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["Invocation", "generated_page", "invoke"]
+from contract.cli_help import HelpCommand
+
+__all__ = ["Invocation", "file_generator", "generated_page", "invoke"]
 
 _UNSET: Any = object()
 
@@ -60,3 +62,34 @@ def generated_page(page: Path, fresh: str, current: str | None, prog: str, *, wr
     else:
         print(text, end="")
     return 0
+
+
+def file_generator(
+    prog: str, doc: str, render: Callable[[], str], outputs: Callable[[], Sequence[Path]], root: Path
+) -> Callable[[Sequence[str] | None], int]:
+    """The ``main(argv)`` of a generator that owns whole files (the CRD, the admission policy): it writes
+    ``render()`` into each of ``outputs()`` that differs, or with ``--check`` names them and exits 1.
+    ``outputs`` is a callable so that a test can point the module's constant elsewhere."""
+    app = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
+
+    @app.command(help=doc.split("\n\n")[0], cls=HelpCommand)
+    def generate(
+        ctx: typer.Context,
+        check: Annotated[bool, typer.Option("--check", help="fail when a generated file differs")] = False,
+    ) -> None:
+        text = render()
+        stale = [path for path in outputs() if (path.read_text() if path.exists() else None) != text]
+        shown = [str(path.relative_to(root)) if path.is_relative_to(root) else str(path) for path in stale]
+        if check and stale:
+            print(f"out of date (run `{prog}`): " + ", ".join(shown), file=sys.stderr)
+        elif not check:
+            for path, name in zip(stale, shown, strict=True):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+                print(f"wrote {name}")
+        ctx.obj.result = 1 if check and stale else 0
+
+    def main(argv: Sequence[str] | None = None) -> int:
+        return int(invoke(app, argv, prog))
+
+    return main

@@ -30,16 +30,14 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 import yaml
 
 from contract import GROUP, PLURAL, VERSION
 from contract import spec as spec_model
 from contract.capacity import EXECUTOR_MIN_OVERHEAD, EXECUTOR_OVERHEAD_FACTOR
-from contract.cli_help import HelpCommand
-from contract.commands import invoke
+from contract.commands import file_generator
 from contract.policy import (
     LEASE_ACCOUNT_SUFFIX,
     NAMESPACE_VARIABLE,
@@ -458,31 +456,8 @@ def _object_head(kind: str) -> str:
 
 
 PROG = "python -m controller.admission"
-cli = typer.Typer(add_completion=False, context_settings={"help_option_names": ["-h", "--help"]})
-
-
-@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
-def generate(
-    ctx: typer.Context,
-    check: Annotated[bool, typer.Option("--check", help="fail when the chart's template differs")] = False,
-) -> None:
-    text = render_template()
-    current = TEMPLATE.read_text() if TEMPLATE.exists() else None
-    if current == text:
-        ctx.obj.result = 0
-        return
-    if check:
-        print(f"out of date (run `python -m controller.admission`): {TEMPLATE.relative_to(REPO_ROOT)}", file=sys.stderr)
-        ctx.obj.result = 1
-        return
-    TEMPLATE.write_text(text)
-    print(f"wrote {TEMPLATE.relative_to(REPO_ROOT)}")
-    ctx.obj.result = 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    return int(invoke(cli, argv, PROG))
+main = file_generator(PROG, __doc__ or "", render_template, lambda: (TEMPLATE,), REPO_ROOT)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(None))

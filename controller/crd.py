@@ -15,16 +15,14 @@ import copy
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 import yaml
 from pydantic import BaseModel
 
 from contract import GROUP, KIND, MAX_QUERY_NAME, PLURAL, QUERY_NAME_PATTERN, SHORT_NAME, VERSION
 from contract import spec as spec_model
-from contract.cli_help import HelpCommand
-from contract.commands import invoke
+from contract.commands import file_generator
 from contract.progress import field_path
 from contract.rules import RULES, Rule
 from controller.status import QueryStatus
@@ -264,41 +262,9 @@ def render_yaml() -> str:
     return HEADER + body
 
 
-def _show(path: Path) -> str:
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-
-
 PROG = "python -m controller.crd"
-cli = typer.Typer(add_completion=False)
-
-
-@cli.command(help=__doc__.split("\n\n")[0], cls=HelpCommand)
-def generate(
-    ctx: typer.Context,
-    check: Annotated[bool, typer.Option("--check", help="fail when a generated file differs")] = False,
-) -> None:
-    text = render_yaml()
-    stale = []
-    for path in OUTPUTS:
-        current = path.read_text() if path.exists() else None
-        if current == text:
-            continue
-        if check:
-            stale.append(path)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {_show(path)}")
-    if stale:
-        print("out of date (run `python -m controller.crd`): " + ", ".join(_show(p) for p in stale), file=sys.stderr)
-        ctx.obj.result = 1
-        return
-    ctx.obj.result = 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    return int(invoke(cli, argv, PROG))
+main = file_generator(PROG, __doc__ or "", render_yaml, lambda: OUTPUTS, REPO_ROOT)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(None))

@@ -203,6 +203,17 @@ checkpoint_cli = typer.Typer(
 cli.add_typer(checkpoint_cli, name="checkpoint")
 
 
+# The object store's overrides for s3a:// locations; each falls back to the spec's, then the environment's.
+_ENDPOINT_HELP = "s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL)."
+_S3Endpoint = Annotated[str | None, typer.Option(metavar="URL", help=_ENDPOINT_HELP)]
+_S3Region = Annotated[
+    str | None, typer.Option(metavar="REGION", help="s3a://: the signing region (else the spec's, else AWS_REGION).")
+]
+_S3PathStyle = Annotated[
+    bool | None, typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores).")
+]
+
+
 @checkpoint_cli.command("inspect", cls=HelpCommand)
 def inspect_checkpoint(
     location: Annotated[
@@ -216,20 +227,9 @@ def inspect_checkpoint(
     bootstrap_servers: Annotated[
         str | None, typer.Option(metavar="HOST:PORT", help="A Kafka broker (no credentials) to measure the lag against.")
     ] = None,
-    s3_endpoint: Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="s3a://: the store's endpoint, e.g. http://127.0.0.1:8333 (else the spec's, else AWS_ENDPOINT_URL).",
-        ),
-    ] = None,
-    s3_region: Annotated[
-        str | None, typer.Option(metavar="REGION", help="s3a://: the signing region (else the spec's, else AWS_REGION).")
-    ] = None,
-    s3_path_style: Annotated[
-        bool | None,
-        typer.Option("--s3-path-style/--s3-virtual-hosted", help="s3a://: path-style requests (most non-AWS stores)."),
-    ] = None,
+    s3_endpoint: _S3Endpoint = None,
+    s3_region: _S3Region = None,
+    s3_path_style: _S3PathStyle = None,
 ) -> None:
     """The last committed epoch/batch, its offsets, the batch in flight and their ages.
 

@@ -137,7 +137,7 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
         "--set", f"operator.watchNamespaces={{{E2E_NAMESPACE},{RESTRICTED_NAMESPACE}}}",
         # The tests keep checkpoints on a node directory: the policy must allow that one.
         "--set", "policy.allowedVolumes={persistentVolumeClaim,emptyDir,hostPath}",
-        "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root()}}}",
+        "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root}}}",
         # Progress read every 5 s instead of 15: the tests wait on it.
         "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
         "--set-string", "operator.extraEnv[0].value=5",

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -54,47 +55,40 @@ def kafka_home() -> Path:
     return home()
 
 
-class Cluster:
+class Cluster(ABC):
     """A running cluster: ``kubeconfig``, ``kubectl()``, and the few node-level
-    operations the scenarios need (paths on the node, killing a container)."""
+    operations the scenarios need (paths on the node, killing a container).
+
+    A provider implements its lifecycle (``up``, ``load_image``, ``down``) and these node operations:
+
+    - ``node_dir(name)``: a fresh directory on the node (for hostPath volumes), writable by uid 1000,
+      in ``node_dir_root`` (the policy's hostPathPrefixes);
+    - ``node_kafka_home()``, ``node_weed_dir()``: where the broker's jars and SeaweedFS's static ``weed``
+      are on the node (their pods mount them);
+    - ``kill_container(id)``: SIGKILL a container's processes through the runtime (``containerd://<id>``);
+    - ``kafka_external()``: the (host, port) the broker advertises to clients outside the cluster.
+    """
 
     provider = "?"
     kubeconfig: Path
+    node_dir_root: str
 
-    # -- lifecycle (providers implement) -------------------------------------------
-    def up(self) -> Cluster:
-        raise NotImplementedError
-
-    def down(self) -> None:
-        raise NotImplementedError
-
-    def load_image(self, archive: Path) -> None:
-        raise NotImplementedError
-
-    # -- node operations (providers implement) -------------------------------------
-    def node_dir(self, name: str) -> str:
-        """A fresh directory on the node (for hostPath volumes), writable by uid 1000."""
-        raise NotImplementedError
-
-    def node_dir_root(self) -> str:
-        """The directory node_dir makes its directories in (the policy's hostPathPrefixes)."""
-        raise NotImplementedError
-
-    def node_kafka_home(self) -> str:
-        """Where the Kafka broker's jars are on the node (the broker pod mounts them)."""
-        raise NotImplementedError
-
-    def node_weed_dir(self) -> str:
-        """Where SeaweedFS's static ``weed`` binary is on the node (the store's pod mounts it)."""
-        raise NotImplementedError
-
-    def kill_container(self, container_id: str) -> None:
-        """SIGKILL a container's processes through the runtime (``containerd://<id>``)."""
-        raise NotImplementedError
-
-    def kafka_external(self) -> tuple[str, int]:
-        """(host, port) the broker advertises to clients outside the cluster."""
-        raise NotImplementedError
+    @abstractmethod
+    def up(self) -> Cluster: ...
+    @abstractmethod
+    def load_image(self, archive: Path) -> None: ...
+    @abstractmethod
+    def down(self) -> None: ...
+    @abstractmethod
+    def node_dir(self, name: str) -> str: ...
+    @abstractmethod
+    def kill_container(self, container_id: str) -> None: ...
+    @abstractmethod
+    def node_kafka_home(self) -> str: ...
+    @abstractmethod
+    def node_weed_dir(self) -> str: ...
+    @abstractmethod
+    def kafka_external(self) -> tuple[str, int]: ...
 
     # -- faults (tests/e2e/test_faults_control_plane.py); the local provider has them --
     def stop_apiserver(self) -> None:

@@ -124,6 +124,7 @@ def parse_env_lines(text: str) -> dict[str, str]:
 
 class KindCluster(Cluster):
     provider = "kind"
+    node_dir_root = NODE_HOSTPATH_DIR
 
     def __init__(self, name: str | None = None, workers: int = 0) -> None:
         self.name = name or os.environ.get("STREAMQ_KIND_CLUSTER", "streamq-e2e")
@@ -309,9 +310,6 @@ class KindCluster(Cluster):
         """This machine's address on kind's Docker network: pods reach a server here through it."""
         out = self.docker("network", "inspect", "kind", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").stdout
         return next(ip for ip in out.split() if ":" not in ip)  # the IPv4 one
-
-    def node_dir_root(self) -> str:
-        return NODE_HOSTPATH_DIR
 
     def node_dir(self, name: str) -> str:
         """The directory ``name`` for a hostPath checkpoint, made on every node (a driver may land on any

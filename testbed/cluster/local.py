@@ -208,6 +208,7 @@ class MachineLock:
 
 class LocalCluster(Cluster):
     provider = "local"
+    node_dir_root = str(DATA_DIR / "hostpath")
 
     def __init__(self) -> None:
         self.lock = MachineLock()
@@ -527,11 +528,8 @@ oom_score = 0
             self.lock.release()
 
     # ------------------------------------------------------------------ node operations
-    def node_dir_root(self) -> str:
-        return str(DATA_DIR / "hostpath")
-
     def node_dir(self, name: str) -> str:
-        path = Path(self.node_dir_root()) / name
+        path = Path(self.node_dir_root) / name
         if path.exists():
             shutil.rmtree(path)
         path.mkdir(parents=True)

@@ -93,7 +93,7 @@ def test_the_readmes_cluster_quick_start_ends_with_flagged_payments(cluster, tmp
     assert commands[0] == "make image", commands
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{kube_bin_dir()}:{os.environ['PATH']}",
            # the hostpath mode's directory (no provisioner here): under the node's directory for tests
-           "STREAMQ_QUICKSTART_HOSTPATH": f"{cluster.node_dir_root()}/quickstart-checkpoints",
+           "STREAMQ_QUICKSTART_HOSTPATH": f"{cluster.node_dir_root}/quickstart-checkpoints",
            **venv_env(tmp_path)}  # fmt: skip
     cluster.helm("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait", "--timeout", "3m")
     t0 = time.monotonic()
