@@ -118,6 +118,7 @@ class DriverLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._looking: Candidate | None = None
+        self._written: Record | None = None  # the Lease as this pod's last write left it (renewed on it)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DriverLease | None:
@@ -132,12 +133,23 @@ class DriverLease:
         if self._api is None:
             from kubernetes import client, config
 
+            settings = client.Configuration()
             try:
-                config.load_incluster_config()
+                config.load_incluster_config(client_configuration=settings)
             except config.ConfigException:  # outside a pod (tests, a driver run by hand): KUBECONFIG
-                config.load_kube_config()
-            self._api = client.CoordinationV1Api()
+                config.load_kube_config(client_configuration=settings)
+            self._api = self.client_for(settings)
         return self._api
+
+    @staticmethod
+    def client_for(settings):
+        """The Lease API on ``settings`` (a kubernetes ``Configuration``), without retries inside a call:
+        urllib3's default three, each REQUEST_TIMEOUT_S, turned one renew on a slow API server into 6 s
+        (kind, one loaded node). The renew loop is the retry, and it knows the deadline."""
+        from kubernetes import client
+
+        settings.retries = False
+        return client.CoordinationV1Api(client.ApiClient(settings))
 
     # --- reading and writing the Lease ------------------------------------------------
 
@@ -150,6 +162,9 @@ class DriverLease:
             if exc.status == 404:
                 return None
             raise
+        return self._record(lease)
+
+    def _record(self, lease) -> Record:
         spec = lease.spec
         renew = spec.renew_time.isoformat() if spec.renew_time is not None else None
         return Record(spec.holder_identity, renew, spec.lease_transitions or 0, lease.metadata.resource_version,
@@ -174,21 +189,22 @@ class DriverLease:
             meta["resourceVersion"] = record.version  # the write fails (409) if anyone wrote in between
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta, "spec": spec}
 
-    def _write(self, record: Record | None, holder: str | None, acquired: bool) -> bool:
-        """Create or replace; False when someone else wrote first (409) or the API did not answer."""
+    def _write(self, record: Record | None, holder: str | None, acquired: bool) -> Record | None:
+        """Create or replace; the Lease as written, or None when someone else wrote first (409, 404)."""
         from kubernetes.client.exceptions import ApiException
 
         transitions = (record.transitions if record else 0) + (1 if acquired and record is not None else 0)
         body = self._body(record, transitions, holder, acquired)
         try:
             if record is None:
-                self.api.create_namespaced_lease(self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
+                written = self.api.create_namespaced_lease(self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
             else:
-                self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=REQUEST_TIMEOUT_S)
-            return True
+                written = self.api.replace_namespaced_lease(self.name, self.namespace, body,
+                                                            _request_timeout=REQUEST_TIMEOUT_S)  # fmt: skip
+            return self._record(written)
         except ApiException as exc:
             if exc.status in (409, 404):  # lost a race: look again
-                return False
+                return None
             raise
 
     # --- the candidate ----------------------------------------------------------------
@@ -211,8 +227,9 @@ class DriverLease:
             try:
                 record = self.read()
                 verdict = candidate.decide(record, self.clock())
-                if verdict in ("create", "take", "mine") and self._write(record, self.me, acquired=verdict != "mine"):
-                    self.holder = Holder(sent)
+                written = self._write(record, self.me, acquired=verdict != "mine") if verdict != "wait" else None
+                if written is not None:
+                    self.holder, self._written = Holder(sent), written
                     log.info("holding lease %s/%s (%s)", self.namespace, self.name,
                              "created" if verdict == "create" else "taken over" if verdict == "take" else "already ours")  # fmt: skip
                     return True
@@ -235,14 +252,22 @@ class DriverLease:
         renewed(self.holder.deadline)
 
         def run() -> None:
-            while not self._stop.wait(RENEW_EVERY_S):
+            # A renew is one conditional write on the resourceVersion of our own last write; only when
+            # that fails (409: someone else wrote) is the Lease read, to see who holds it. A try starts
+            # RENEW_EVERY_S after the last one started: a try that timed out is followed at once.
+            sent = self.clock()
+            while not self._stop.wait(max(0.0, sent + RENEW_EVERY_S - self.clock())):
                 sent = self.clock()
                 try:
-                    record = self.read()
-                    if record is None or record.holder != self.me:
-                        self._lose(f"the lease is held by {record.holder if record else 'nobody'} now", on_lost, code)
-                        return
-                    if self._write(record, self.me, acquired=False):
+                    written = self._write(self._written, self.me, acquired=False) if self._written else None
+                    if written is None:  # our view was stale (409), or none: who holds it now?
+                        record = self.read()
+                        if record is None or record.holder != self.me:
+                            self._lose(f"the lease is held by {record.holder if record else 'nobody'} now", on_lost, code)
+                            return
+                        written = self._write(record, self.me, acquired=False)
+                    self._written = written
+                    if written is not None:
                         self.holder.renewed(sent)
                         renewed(self.holder.deadline)
                 except Exception as exc:  # noqa: BLE001 - this thread must live to see the deadline pass and fence the query

@@ -10,21 +10,20 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes import client
 
-from app.driver.lease_holder import DriverLease
-from contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S
-from tests.support.proxy import CuttableProxy
+from app.driver.lease_holder import REQUEST_TIMEOUT_S, DriverLease
+from contract.lease import DURATION_S, FENCE_GRACE_S, RENEW_DEADLINE_S, RENEW_EVERY_S
+from tests.support.proxy import CuttableProxy, InterposingProxy
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 def coordination(api_client, host: str | None = None) -> client.CoordinationV1Api:
-    if host is None:
-        return client.CoordinationV1Api(api_client)
+    """The Lease API as a driver builds it (DriverLease.client_for), on the test's credentials."""
     conf = api_client.configuration.__class__()
     for key, value in vars(api_client.configuration).items():
         setattr(conf, key, value)
-    conf.host = host
-    return client.CoordinationV1Api(client.ApiClient(conf))
+    conf.host = host or conf.host
+    return DriverLease.client_for(conf)
 
 
 class Clock:
@@ -118,3 +117,53 @@ def test_two_candidates_for_a_free_lease_get_one_holder(api_client, lease_namesp
     assert len(clock.at) == 1, clock.at
     holder = coordination(api_client).read_namespaced_lease("q-driver", lease_namespace).spec.holder_identity
     assert set(clock.at) == {holder}
+
+
+def test_a_renew_is_one_write_and_a_try_that_hangs_is_followed_at_once(kube_apiserver, lease_namespace, tmp_path):
+    """Issue 36: a loaded node's API server answered one renew late; the client's own retries (three, of
+    2 s each) and a read before every write spent the holder's 5 s, and a healthy driver lost its Lease.
+    A renew is one conditional write now, a try that hangs is given up after REQUEST_TIMEOUT_S and the
+    next starts at once; the hung write that lands late is refused (409: its resourceVersion is gone) and
+    changes nothing."""
+    kube_apiserver.kubectl("-n", lease_namespace, "create", "serviceaccount", "driver")
+    kube_apiserver.kubectl("-n", lease_namespace, "create", "role", "lease", "--verb=get,create,update", "--resource=leases")
+    kube_apiserver.kubectl("-n", lease_namespace, "create", "rolebinding", "lease", "--role=lease",
+                           f"--serviceaccount={lease_namespace}:driver")  # fmt: skip
+    proxy = InterposingProxy(kube_apiserver.server, kube_apiserver.pki)  # a token passes through it, a client cert would not
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    settings = k8s.Configuration()
+    kubeconfig = proxy.kubeconfig_through(kube_apiserver.service_account_kubeconfig(lease_namespace, "driver"),
+                                          tmp_path / "kubeconfig")  # fmt: skip
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=settings)
+    holder = DriverLease("q-driver", lease_namespace, "q-driver-1", api=DriverLease.client_for(settings))
+    sent: list[tuple[float, str]] = []
+    hang = threading.Event()
+
+    def before(method: str, path: str) -> None:
+        sent.append((time.monotonic(), method))
+        if hang.is_set() and method == "PUT":
+            hang.clear()
+            time.sleep(REQUEST_TIMEOUT_S + 1.0)  # the client gives up first; then the write goes on, late
+
+    proxy.before = before
+    try:
+        assert holder.acquire(threading.Event())
+        holder.keep(on_lost=lambda reason: None, code=77)
+        time.sleep(3 * RENEW_EVERY_S + 0.5)  # three renewals: how many requests each costs
+        renewing = [method for _, method in sent[2:]]  # after acquire's read and write
+        hang.set()
+        hung_at = time.monotonic()
+        time.sleep(REQUEST_TIMEOUT_S + 3 * RENEW_EVERY_S)  # the hung try, its late landing, the tries after
+        after = [(round(at - hung_at, 2), method) for at, method in sent if at >= hung_at]
+    finally:
+        holder.release()
+        proxy.close()
+    assert renewing and set(renewing) == {"PUT"}, f"a renew is one write, without a read first: {renewing}"
+    assert not holder.lost.is_set(), holder.lost_reason
+    assert after[0][1] == "PUT" and after[1][1] == "PUT", after
+    waited = after[1][0] - after[0][0]
+    assert REQUEST_TIMEOUT_S - 0.2 <= waited <= REQUEST_TIMEOUT_S + 0.5, f"the next try {waited}s after the hung one: {after}"
+    late = [answer for answer in proxy.answers if answer[0] == "PUT" and answer[2] == 409]
+    assert len(late) == 1, proxy.answers  # the hung write, refused on its stale resourceVersion
