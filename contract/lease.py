@@ -14,6 +14,12 @@ The holder's deadline runs from before its last successful renew was sent; the
 candidate's wait runs from after it read that renew. So the holder is gone by
 RENEW_DEADLINE_S + FENCE_GRACE_S (7 s) after a moment the candidate's 8 s wait
 starts later than: no clock is compared across machines, only durations.
+
+A renew is one write, conditional on the resourceVersion of the holder's own last write
+(a 409 means someone else wrote: only then is the Lease read). Each try is one request of at
+most REQUEST_TIMEOUT_S (app.driver.lease_holder), with no retries inside it, and a try that
+timed out is followed at once: on a slow API server the holder gets as many tries before
+its deadline as the server's answers allow, and every one of them is counted.
 """
 
 from __future__ import annotations

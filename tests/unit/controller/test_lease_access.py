@@ -193,8 +193,10 @@ def test_a_driver_taking_the_operators_lease_keeps_its_owner_and_labels():
                                        labels={"streamq.io/query": "payments"}, owner_references=[owner])  # fmt: skip
             return client.V1Lease(metadata=meta, spec=client.V1LeaseSpec(lease_duration_seconds=8))
 
-        def replace_namespaced_lease(self, name, namespace, body, **_):
+        def replace_namespaced_lease(self, name, namespace, body, **_):  # answers as the API server does
             self.written.append(body)
+            meta = client.V1ObjectMeta(name=name, namespace=namespace, resource_version="8")
+            return client.V1Lease(metadata=meta, spec=client.V1LeaseSpec(holder_identity=body["spec"]["holderIdentity"]))
 
     api = Api()
     assert DriverLease("payments-driver", "team-a", "payments-driver-1", api=api).acquire(threading.Event())
