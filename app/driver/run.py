@@ -418,11 +418,6 @@ def _within(seconds: float, name: str, stop: Callable[[], object], failed: Calla
 
 
 LEASE_LOST_REASON = "lost the driver lease: another driver may run the query; stopped"
-# How often the driver's main loop looks at its stop request and its fence between waits on the
-# query: a warm upgrade's hand-over waits on this loop (SIGTERM -> query.stop() -> the Lease
-# released), so 0.5 s here was up to 0.5 s of the output gap (kind, docs/benchmarks.md 2b').
-# A look is one py4j call.
-WATCH_EVERY_S = 0.1
 
 
 def _watch(
@@ -450,7 +445,7 @@ def _watch(
             _stop_within(query, seconds=10)
             return watchdog.exit
         try:
-            query.awaitTermination(WATCH_EVERY_S)
+            query.awaitTermination(0.5)
         except Exception:  # noqa: BLE001 - the query died (or its JVM did: py4j's or a socket's error); query.exception() below says how
             break
     if stop.event.is_set():  # the JVM shared our process group and got the signal first
