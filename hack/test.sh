@@ -44,8 +44,9 @@ hack/install-kube.sh integration helm  # (install-kube.sh takes a lock: the back
 hack/install-prometheus.sh
 echo "test: tools for the first tiers ready after $(( $(date +%s) - start ))s; SeaweedFS, node and image in the background" >&2
 
-# What needs the background's builds: the image's own test, the object store, the cluster.
-LATER=(tests/integration/test_image.py tests/integration/test_object_store.py)
+# What needs the background's builds: the image's own test, the object store (SeaweedFS), the
+# admission policy's type check (kube-controller-manager, built with the node), the cluster.
+LATER=(tests/integration/test_image.py tests/integration/test_object_store.py tests/integration/test_admission_policy.py)
 # CI's default: every tier but the few fault scenarios that take minutes each (`-m slow` runs them);
 # the slowest tests by name, so CI's log says where its minutes go.
 common=(--durations=40 --durations-min=10)
