@@ -34,7 +34,7 @@ Check = tuple[str, Callable[[QuerySpec], Found], tuple[tuple[str, str, str], ...
 NAME_PREFIX = "streamq"
 SEPARATOR = "."
 CONTROL_SUFFIX = "eos-markers"
-SOURCE_SUFFIX = "source"  # the Kafka source's consumer groups (source_group_prefix)
+SOURCE_SUFFIX = "source"  # the Kafka source's consumer groups (source_group)
 READER_SUFFIX = "eos-reader"
 LEGACY_CONTROL = re.compile(r"^streamq-.*-eos-markers$")  # the names before namespace and query were kept apart
 MAX_TOPIC = 249  # Kafka's limit on a topic name (and its legal characters: [a-zA-Z0-9._-])
@@ -92,9 +92,9 @@ def reader_group(namespace: str, query: str) -> str:
     return f"{query_prefix(namespace, query)}{READER_SUFFIX}"
 
 
-def source_group_prefix(namespace: str, query: str) -> str:
-    """The Kafka source's groupIdPrefix: Spark names its consumers' groups ``<prefix>-<uuid>...``, so
-    they fall under the namespace's prefixed group ACL, not a prefix every tenant shares."""
+def source_group(namespace: str, query: str) -> str:
+    """The Kafka source's group id (``kafka.group.id``), one per query: under the namespace's prefixed
+    group ACL, not Spark's ``spark-kafka-source-...`` that every tenant shares."""
     return f"{query_prefix(namespace, query)}{SOURCE_SUFFIX}"
 
 

@@ -771,7 +771,7 @@ def _transactional_names(spec: QuerySpec, policy: Policy, facts: OperatorFacts, 
         if key.lower() == "kafka.transactional.id":
             yield path, "transactional ids are set by the exactlyOnce sink (streamq.<namespace>.<query>.<writer>)"
         elif key.lower() == "groupidprefix" and namespace and not value.startswith(exactly_once.namespace_prefix(namespace)):
-            # the job names its groups streamq.<namespace>.<query>.source-...: another prefix leaves the namespace's
+            # the job names its group streamq.<namespace>.<query>.source: another prefix leaves the namespace's
             yield path, (f"consumer groups of namespace {namespace} start with {exactly_once.namespace_prefix(namespace)} "
                          "(the default, streamq.<namespace>.<query>.source, needs no option)")  # fmt: skip
     kafka = spec.sink.kafka

@@ -8,7 +8,7 @@ import socket
 from app.pipeline.credentials import kafka_auth_options, kafka_tls_options
 from app.pipeline.exactly_once import ExactlyOnceSink, namespace_of
 from contract import QUERY_ENV, WRITER_HEADER
-from contract.exactly_once import source_group_prefix
+from contract.exactly_once import source_group
 from contract.modes import Mode
 from contract.spec import QuerySpec, Transform, spark_interval
 
@@ -38,10 +38,17 @@ def kafka_source_options(spec: QuerySpec) -> dict[str, str]:
     options.update(kafka.options)
     options.update(kafka_auth_options(kafka.auth, "spec.source.kafka.auth"))
     options.update(kafka_tls_options(kafka.tls, kafka.auth, "spec.source.kafka.tls"))
-    query = os.environ.get(QUERY_ENV)  # in a driver pod: its groups under the namespace's ACL prefix
-    if query and not any(key.lower() == "groupidprefix" for key in options):
-        options["groupIdPrefix"] = source_group_prefix(namespace_of(None), query)
+    query = os.environ.get(QUERY_ENV)  # in a driver pod: its group under the namespace's ACL prefix
+    if query and not any(key.lower() in GROUP_OPTIONS for key in options):
+        # One group id per query, not Spark's one per start: Spark pools its source's consumers by
+        # (group, partition), so the real query after a standby's warm-up (app.driver.warmup) gets
+        # the warm-up's connected consumers instead of opening new ones at the takeover. Safe to
+        # share: the source assigns its partitions and never commits, so the group is only a name.
+        options["kafka.group.id"] = source_group(namespace_of(None), query)
     return options
+
+
+GROUP_OPTIONS = ("groupidprefix", "kafka.group.id")
 
 
 def read_source(spark, spec: QuerySpec, starting_offsets: str | None = None):
@@ -116,11 +123,18 @@ def with_writer_header(df):
     return df.withColumn("headers", F.array(header))
 
 
-def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None, namespace: str | None = None):
+def sink_frame(df, spec: QuerySpec):
+    """The rows as the sink gets them. A standby's warm-up plans this same frame, so the code Spark
+    generates for it is compiled once, before the takeover (app.driver.warmup)."""
     if spec.sink.kafka is not None and not spec.sink.kafka.exactly_once:
         # Not on the exactly-once sink: it places each row by a hash of the row, which must not
         # depend on the driver that replays it.
-        df = with_writer_header(df)
+        return with_writer_header(df)
+    return df
+
+
+def build_writer(df, name: str, spec: QuerySpec, checkpoint_location: str | None = None, namespace: str | None = None):
+    df = sink_frame(df, spec)
     writer = (
         df.writeStream.queryName(query_name(name, spec))
         .outputMode(spec.effective_output_mode.value)

@@ -48,6 +48,8 @@ def test_a_driver_pods_consumer_groups_fall_under_its_namespace_prefix(monkeypat
     monkeypatch.setenv("STREAMQ_QUERY", "payments")
     monkeypatch.setenv("POD_NAMESPACE", "team-a")
     spec = validate_spec(query_spec())
-    assert kafka_source_options(spec)["groupIdPrefix"] == "streamq.team-a.payments.source"
+    assert kafka_source_options(spec)["kafka.group.id"] == "streamq.team-a.payments.source"
+    own = validate_spec(with_change(query_spec(), "source.kafka.options", {"groupIdPrefix": "streamq.team-a.mine"}))
+    assert "kafka.group.id" not in kafka_source_options(own)  # the spec named its groups itself
     monkeypatch.delenv("STREAMQ_QUERY")
-    assert "groupIdPrefix" not in kafka_source_options(spec)  # a local run: Spark's own default
+    assert "kafka.group.id" not in kafka_source_options(spec)  # a local run: Spark's own default
