@@ -36,6 +36,7 @@ import typer
 
 from contract.cli_help import HelpCommand
 from contract.commands import invoke
+from contract.names import LABEL_CREDENTIALS
 from testbed.cluster.base import CACHE, REPO_ROOT, Cluster, kafka_home, log, run, streamq_image_archive
 from testbed.kube import free_port
 from testbed.wait import wait_for
@@ -301,6 +302,8 @@ class KindCluster(Cluster):
             self.kubectl("-n", namespace, "delete", "secret", secret, "--ignore-not-found")
             self.kubectl("-n", namespace, "create", "secret", "generic", secret,
                          *(f"--from-literal={k}={v}" for k, v in store.keys().items()))  # fmt: skip
+            # the namespace's owners mark which Secrets queries may mount (policy.credentialSecrets)
+            self.kubectl("-n", namespace, "label", "secret", secret, f"{LABEL_CREDENTIALS}=true")
         except BaseException:
             store.stop()
             raise
