@@ -30,7 +30,7 @@ from controller.config import Settings
 from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
 from controller.metrics import Metrics
 from controller.progress_read import next_read
-from controller.reconcile import expected_after_write, reconcile_once
+from controller.reconcile import Seen, expected_after_write, progress_pass, reconcile_once
 
 MAX_ERROR_DELAY_S = 60.0
 CONFLICT_DELAY_S = 0.2
@@ -143,21 +143,35 @@ async def reconciler(
     settings: Settings = memo.settings
     loop = asyncio.get_running_loop()
     next_progress = 0.0
+    seen: Seen | None = None  # what the last pass read and wrote
+    full_due = 0.0  # when a full pass is due whatever happens: the resync, or a time the decision named
     errors = 0
     try:
         # kopf sets `stopped` when the query is deleted or the operator stops, and cancels
         # the daemon cancellation_timeout later: leaving at once spares the wait and the
         # "cancelled" warning.
         while not stopped.is_set():
+            woken = waker.is_set()
             waker.clear()
             read_progress = loop.time() >= next_progress - EARLY_WAKE_S  # a timer may fire a little early
+            # Nothing woke it and no full pass is due: only the record is new, so only it is read
+            # (reconcile.progress_pass; None: the decision is more than a status, so a full pass).
+            cheap = seen is not None and read_progress and not woken and loop.time() < full_due
             try:
-                work = functools.partial(
-                    reconcile_once, memo.kube, settings, namespace, name, with_progress=read_progress, logger=logger
-                )
-                outcome = await loop.run_in_executor(memo.executor, work)
+                outcome = None
+                if cheap:
+                    assert seen is not None
+                    work = functools.partial(progress_pass, memo.kube, seen, logger=logger)
+                    outcome = await loop.run_in_executor(memo.executor, work)
+                full = outcome is None
+                if full:
+                    work = functools.partial(
+                        reconcile_once, memo.kube, settings, namespace, name, with_progress=read_progress, logger=logger
+                    )
+                    outcome = await loop.run_in_executor(memo.executor, work)
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
                 errors += 1
+                seen = None
                 delay = min(MAX_ERROR_DELAY_S, 2.0**errors)
                 message = api_message(exc) if isinstance(exc, ApiException) else str(exc)
                 logger.warning("reconcile failed (%s); retrying in %.0fs", message, delay)
@@ -171,6 +185,10 @@ async def reconciler(
             if read_progress:
                 next_progress = next_read(loop.time(), settings.progress_interval_s, f"{namespace}/{name}")
             decision = outcome.decision
+            seen = outcome.seen
+            look_again = decision.requeue_after if decision.requeue_after is not None else settings.resync_interval_s
+            full_due = loop.time() + look_again if full else min(full_due, loop.time() + look_again)
+            memo.metrics.passes.labels(kind="full" if full else "progress").inc()
             # A status write that lost a race is decided again at once, events included: post them once.
             for event in () if outcome.conflict else decision.events:
                 kopf.event(body, type=event.type, reason=event.reason, message=event.message)

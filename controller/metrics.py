@@ -55,6 +55,13 @@ class Metrics:
             ["channel", "result"],
             registry=self.registry,
         )
+        self.passes = Counter(
+            "streamq_passes",
+            "Reconcile passes, by kind: full (the query and its drivers read afresh), progress (only the running "
+            "driver's record read, nothing else having changed: controller.reconcile.progress_pass).",
+            ["kind"],
+            registry=self.registry,
+        )
         self.queries = Gauge("streamq_queries", "StreamingQueries by phase.", ["phase"], registry=self.registry)
         query = ["namespace", "query"]
         self.lag = Gauge("streamq_query_lag_records", "Records waiting in the query's source, all partitions.",

@@ -24,7 +24,7 @@ from contract import credentials
 from contract.spec import Backend
 from controller.act import Log, act
 from controller.config import Settings
-from controller.decide import Decision, Inputs, decide, upgrade
+from controller.decide import Decision, Inputs, Verb, decide, parse_spec, upgrade
 from controller.kube import Kube, api_message
 from controller.observe import observe
 from controller.phases import Phase
@@ -34,11 +34,21 @@ from controller.status import QueryStatus, status_patch
 
 
 @dataclass(frozen=True)
+class Seen:
+    """What a pass read and wrote: the inputs it decided on, the resource with the status it wrote (its
+    resourceVersion the write's). A progress-only pass decides from it, with a new record and a new time."""
+
+    inputs: Inputs
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Outcome:
     decision: Decision
     body: dict[str, Any]  # the resource as read (for events)
     conflict: bool = False  # the status write lost a race: look again at once
     progress: ProgressRead | None = None  # how this pass read the driver's progress, if it did
+    seen: Seen | None = None  # what the next pass may decide from, when nothing woke it in between
 
 
 def expected_after_write(body: dict[str, Any], status: dict[str, Any]) -> tuple[Any, ...]:
@@ -97,20 +107,49 @@ def reconcile_once(
         lease=observed.lease,
         secrets=observed.secrets,
     )
+    inputs = replace(inputs, desired=parse_spec(inputs))  # once a pass; a progress-only pass keeps it
     decision = decide(inputs)
     acted = act(kube, settings, body, inputs, decision, log)
     if not acted.as_decided:  # a refusal is an input of the next decision, taken in this pass
         decision = decide(replace(inputs, acted=acted))
+    return _write_status(kube, namespace, name, body, inputs, decision, progress, log)
+
+
+def progress_pass(kube: Kube, seen: Seen, *, logger: Log | None = None, now: datetime | None = None) -> Outcome | None:
+    """A pass that reads only the running driver's progress: nothing but time and the record changed
+    since ``seen`` (nothing woke the reconciler: no event of the query, its drivers, or their pods), so
+    the same inputs with the new record decide, and only the status is written. The write is guarded by
+    the resourceVersion of the last one: any other write since (which would have woken the reconciler)
+    is a conflict, and a full pass follows at once. Returns None when the decision is more than a
+    status (an action, an event): that takes a full pass, which reads everything afresh."""
+    log = logger or logging.getLogger("streamq.controller")
+    inputs = seen.inputs
+    status = QueryStatus.parse(seen.body.get("status") or {})
+    if status.phase is not Phase.RUNNING:
+        return None
+    progress = read_progress(kube, inputs.namespace, status, inputs.drivers, log)
+    inputs = replace(inputs, status=status, now=now or datetime.now(UTC), progress=progress.record,
+                     progress_read=True, progress_refused=progress.refused)  # fmt: skip
+    decision = decide(inputs)
+    if decision.actions or decision.events or decision.verb is not Verb.RUNNING:
+        return None
+    return _write_status(kube, inputs.namespace, inputs.name, seen.body, inputs, decision, progress, log)
+
+
+def _write_status(kube: Kube, namespace: str, name: str, body: dict[str, Any], inputs: Inputs, decision: Decision,
+                  progress: ProgressRead | None, log: Log) -> Outcome:  # fmt: skip
+    """Writes the decided status over the one ``body`` has, guarded by its resourceVersion."""
+    raw_status = body.get("status") or {}
     new_status = decision.status.dump()
     patch = status_patch(raw_status, new_status)
     if not patch:
-        return Outcome(decision, body, progress=progress)
+        return Outcome(decision, body, progress=progress, seen=Seen(inputs, body))
     kube.status_expected[namespace, name] = expected_after_write(body, new_status)
     try:
-        kube.patch_query_status(namespace, name, patch, meta.get("resourceVersion"))
+        written = kube.patch_query_status(namespace, name, patch, body["metadata"].get("resourceVersion"))
     except ApiException as exc:
         if exc.status in (404, 409):  # deleted, or changed since we read it: decide again
             log.debug("status write skipped (%s): %s", exc.status, api_message(exc))
             return Outcome(decision, body, conflict=exc.status == 409, progress=progress)
         raise
-    return Outcome(decision, body, progress=progress)
+    return Outcome(decision, body, progress=progress, seen=Seen(inputs, written))

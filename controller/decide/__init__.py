@@ -55,6 +55,7 @@ from contract.derived import derived_location_problems
 from contract.load import validate_spec
 from contract.names import KIND, query_name_problem
 from contract.problems import Problem, SpecError
+from contract.spec import QuerySpec
 from controller.decide import drivers, restart, spark_ui, standby, upgrade
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.decide.conditions import ProblemKind
@@ -95,6 +96,7 @@ __all__ = [
     "Verb",
     "creation_failed",
     "decide",
+    "parse_spec",
 ]
 
 CREATE_RETRY_S = 15.0  # a refused creation is tried again this much later (a quota may free up, RBAC be fixed)
@@ -132,7 +134,9 @@ def _decide(inputs: Inputs) -> Decision:
         bad_name = query_name_problem(inputs.name)  # stored before the CRD's rule on names, or without it
         if bad_name is not None:
             raise SpecError([Problem("metadata.name", bad_name)])
-        desired = validate_spec(inputs.raw_spec, policy=inputs.policy, facts=inputs.facts, namespace=inputs.namespace)
+        desired = inputs.desired if inputs.desired is not None else parse_spec(inputs)
+        if isinstance(desired, SpecError):
+            raise SpecError(desired.problems)  # a new one: raising the kept one again would grow its traceback
         credentials = credential_secret_problems(desired, inputs.secrets)  # what the named Secrets are, not their names
         if credentials:
             raise SpecError(credentials)
@@ -240,6 +244,14 @@ def _decide(inputs: Inputs) -> Decision:
     if current.active:  # on its way, or blocked by a cause outside the spec (a missing PVC...)
         return drivers.starting(d, current)
     return restart.ended(d, current, run_spec)
+
+
+def parse_spec(inputs: Inputs) -> QuerySpec | SpecError:
+    """The query's spec under the platform's policy, typed, or why it is refused (``Inputs.desired``)."""
+    try:
+        return validate_spec(inputs.raw_spec, policy=inputs.policy, facts=inputs.facts, namespace=inputs.namespace)
+    except SpecError as exc:
+        return exc
 
 
 def creation_failed(

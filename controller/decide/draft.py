@@ -15,7 +15,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from contract.policy import OperatorFacts, Policy
+from contract.problems import SpecError
 from contract.progress import ProgressRecord
+from contract.spec import QuerySpec
 from controller.decide.conditions import Problem, ProblemKind, conditions
 from controller.observe import Driver, LeaseState
 from controller.phases import Phase
@@ -50,6 +52,9 @@ class Inputs:
     secrets: Mapping[str, Mapping[str, Any] | None] | None = None
     # What carrying out this pass's decision came to (a refusal...): set for the pass's second decision only.
     acted: ActOutcome | None = None
+    # raw_spec as contract.load.validate_spec parsed it, or why it refused it, under this policy and
+    # namespace (reconcile.parse_spec: once per full pass, kept by a progress-only one); None: decide parses it.
+    desired: QuerySpec | SpecError | None = None
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,9 @@ class Draft:
 
     @classmethod
     def start(cls, inputs: Inputs) -> Draft:
-        draft = cls(inputs=inputs, status=inputs.status.model_copy(deep=True))
+        # A copy the steps may change. Validating a dump is a third of a deep copy's CPU (a status holds the
+        # offsets of every partition): what a progress-only pass pays for each read (bench/profile_pass.py).
+        draft = cls(inputs=inputs, status=QueryStatus.model_validate(inputs.status.model_dump()))
         draft.status.observed_generation = inputs.generation
         return draft
 

@@ -72,12 +72,12 @@ def most_lines_between_records(log: str) -> int:
     return most
 
 
-def reads_by(metrics_port: int) -> dict[tuple[str, str], float]:
-    """streamq_progress_reads_total by (channel, result), from the operator's /metrics."""
+def counters(metrics_port: int, name: str) -> dict[tuple[str, ...], float]:
+    """A counter of the operator's /metrics, by its labels' values (in their order)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
         text = r.read().decode()
-    found = re.findall(r'^streamq_progress_reads_total\{channel="([^"]+)",result="([^"]+)"\} ([0-9.e+]+)$', text, re.M)
-    return {(channel, result): float(value) for channel, result, value in found}
+    found = re.findall(rf"^{name}\{{([^}}]*)\}} ([0-9.e+]+)$", text, re.M)
+    return {tuple(re.findall(r'="([^"]*)"', labels)): float(value) for labels, value in found}
 
 
 def degraded(status: dict) -> dict:
@@ -147,10 +147,14 @@ def test_a_driver_that_prints_thousands_of_lines_between_records_stays_fresh_and
         loud_now = cluster.status("loud")
         assert degraded(loud_now).get("status") == "False" and age_s(loud_now["progress"]) <= 10 + INTERVAL_S + 5
         assert job.proc.poll() is None  # the loud job ran on throughout
-        reads = reads_by(metrics_port)
+        reads = counters(metrics_port, "streamq_progress_reads_total")  # by (channel, result)
         assert reads.get(("endpoint", "ok"), 0) > 30 and reads.get(("endpoint", "refused"), 0) >= 2, reads
         # before its job listens, a driver is read from its log (log-fallback): a few reads at the start only
         assert reads.get(("log-fallback", "none"), 0) + reads.get(("log-fallback", "ok"), 0) < reads[("endpoint", "ok")] / 3
+        # a read while nothing else changed is a progress-only pass (no GET, no LIST): most of them here
+        passes = {kind: n for (kind,), n in counters(metrics_port, "streamq_passes_total").items()}
+        print(f"passes by kind: {passes}")
+        assert passes.get("progress", 0) > passes.get("full", 0), passes
     finally:
         liar.stop()
         job.stop()
