@@ -119,9 +119,9 @@ E2E_POLICY = {
 }
 
 
-def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
+def install_operator(cluster: Cluster, chart: Path | None = None, values: tuple[str, ...] = ()) -> None:
     """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py):
-    the image streamq:<version>, IfNotPresent."""
+    the image streamq:<version>, IfNotPresent; ``values`` are more helm arguments, last (they win)."""
     image = streamq_image_ref()
     repository, tag = image.rsplit(":", 1)
     t0 = time.monotonic()
@@ -145,6 +145,7 @@ def install_operator(cluster: Cluster, chart: Path | None = None) -> None:
         # (an earlier chart, test_helm_upgrade's, has no such values)
         *([] if chart else [arg for key, value in E2E_POLICY.items()
                             for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]),
+        *values,
         "--wait", "--timeout", "5m",
     )  # fmt: skip
     log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")
