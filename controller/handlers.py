@@ -186,7 +186,9 @@ async def reconciler(
                 next_progress = next_read(loop.time(), settings.progress_interval_s, f"{namespace}/{name}")
             decision = outcome.decision
             seen = outcome.seen
-            look_again = decision.requeue_after if decision.requeue_after is not None else settings.resync_interval_s
+            look_again = settings.resync_interval_s  # the resync, or sooner when the decision named a time
+            if decision.requeue_after is not None:
+                look_again = min(look_again, decision.requeue_after)
             full_due = loop.time() + look_again if full else min(full_due, loop.time() + look_again)
             memo.metrics.passes.labels(kind="full" if full else "progress").inc()
             # A status write that lost a race is decided again at once, events included: post them once.
@@ -197,9 +199,7 @@ async def reconciler(
                                  decision.status.progress)  # fmt: skip
             if outcome.progress is not None:
                 memo.metrics.progress_reads.labels(channel=outcome.progress.channel, result=outcome.progress.result).inc()
-            delay = CONFLICT_DELAY_S if outcome.conflict else settings.resync_interval_s
-            if decision.requeue_after is not None:
-                delay = min(delay, decision.requeue_after)
+            delay = CONFLICT_DELAY_S if outcome.conflict else look_again
             if decision.status.phase is not None and decision.status.phase.value == "Running":
                 delay = min(delay, next_progress - loop.time())
             await _sleep(waker, stopped, max(delay, 0.05))
