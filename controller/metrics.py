@@ -79,6 +79,7 @@ class Metrics:
         self._partitions: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.registry.register(_CommitAge(self._commits, clock))
         self._phases: dict[tuple[str, str], str] = {}
+        self._counts: Tally[str] = Tally()
         for phase in Phase:
             self.queries.labels(phase=phase.value).set(0)
 
@@ -88,10 +89,9 @@ class Metrics:
         if restarted:
             self.restarts.labels(namespace=namespace, query=query).inc()
         if phase is not None:
-            self._phases[(namespace, query)] = phase.value
+            self._phase((namespace, query), phase.value)
         if progress:
             self._progress(namespace, query, progress)
-        self._refresh()
 
     def _progress(self, namespace: str, query: str, progress: ProgressRecord) -> None:
         key = (namespace, query)
@@ -116,7 +116,7 @@ class Metrics:
 
     def forget(self, namespace: str, query: str) -> None:
         key = (namespace, query)
-        self._phases.pop(key, None)
+        self._phase(key, None)
         self._commits.pop(key, None)
         for gauge in (self.restarts, self.lag, self.last_commit, self.stalled, self.in_place):
             try:
@@ -125,12 +125,19 @@ class Metrics:
                 pass
         for topic, partition in self._partitions.pop(key, set()):
             self.partition_lag.remove(namespace, query, topic, partition)
-        self._refresh()
 
-    def _refresh(self) -> None:
-        counts = Tally(self._phases.values())
-        for phase in Phase:
-            self.queries.labels(phase=phase.value).set(counts.get(phase.value, 0))
+    def _phase(self, key: tuple[str, str], phase: str | None) -> None:
+        """A query's phase is now ``phase`` (None: gone): streamq_queries follows, by the two phases that
+        changed (a count over every query on every pass would grow with the queries)."""
+        old = self._phases.pop(key, None)
+        if phase is not None:
+            self._phases[key] = phase
+        if old == phase:
+            return
+        for value, change in ((old, -1), (phase, 1)):
+            if value is not None:
+                self._counts[value] += change
+                self.queries.labels(phase=value).set(self._counts[value])
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         start_http_server(port, addr=addr, registry=self.registry)
