@@ -86,14 +86,23 @@ class Freshness(threading.Thread):
         self.join(10)
 
 
-def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False) -> dict[str, Any]:
+def passes(metrics_port: int) -> Counter[str]:
+    """The operator's streamq_passes_total by kind (full, progress)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return Counter({kind: int(float(v)) for kind, v in re.findall(r'^streamq_passes_total\{kind="(\w+)"\} (\S+)$', text, re.M)})
+
+
+def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False, resync_s: float = 60.0) -> dict[str, Any]:
     import psutil
     from kubernetes import client
 
     from bench.fake_drivers import FakeDrivers
     from contract import GROUP, PLURAL, VERSION
     from controller import names
-    from testbed.kube import KubeApiServer
+    from testbed.kube import KubeApiServer, free_port
     from testbed.kwok import FakeNodes
     from testbed.operator import Operator
     from testbed.specs import RATE_TO_CONSOLE, query_spec, resource
@@ -110,8 +119,13 @@ def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False)
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         farm = FakeDrivers(core, NAMESPACE, names.driver_pod_selector(), port).start()
         # the operator's defaults (the testbed's helper shortens the resync to 10 s for tests), but the port
-        env = {"STREAMQ_PROGRESS_PORT": str(port if channel == "endpoint" else 0), "STREAMQ_RESYNC_INTERVAL_SECONDS": "60"}
-        operator = Operator(operator_kubeconfig, NAMESPACE, workdir / "operator.log", env=env, verbose=False).start()
+        env = {
+            "STREAMQ_PROGRESS_PORT": str(port if channel == "endpoint" else 0),
+            "STREAMQ_RESYNC_INTERVAL_SECONDS": str(resync_s),
+        }
+        metrics_port = free_port()
+        operator = Operator(operator_kubeconfig, NAMESPACE, workdir / "operator.log", env=env, metrics_port=metrics_port,
+                            verbose=False).start()  # fmt: skip
         queries = [f"q{i:04d}" for i in range(n)]
         spec = query_spec(RATE_TO_CONSOLE, checkpoint={"location": "/tmp/streamq/checkpoint"})
         manifest = {"apiVersion": "v1", "kind": "List", "items": [resource(spec, q, NAMESPACE) for q in queries]}
@@ -138,11 +152,13 @@ def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False)
         fresh = Freshness(custom, queries)
         fresh.start()
         requests0, cpu0, api0, served0 = api_requests(kube), tree_cpu_seconds(op.pid), kube_cpu(kube), farm.served
+        passes0 = passes(metrics_port)
         t0 = time.time()
         time.sleep(minutes * 60)
         window = time.time() - t0
         cpu, api_cpu = tree_cpu_seconds(op.pid) - cpu0, kube_cpu(kube) - api0
         requests = api_requests(kube) - requests0
+        made = passes(metrics_port) - passes0
         fresh.stop()
         ages = sorted(fresh.ages)
         out.update({
@@ -154,6 +170,8 @@ def one_run(n: int, channel: str, minutes: float, port: int, keep: bool = False)
             "apiserverEtcdCores": round(api_cpu / window, 3),
             "apiRequestsPerS": {k: round(v / window, 2) for k, v in sorted(requests.items(), key=lambda kv: -kv[1]) if v},
             "progressReadsServedPerS": round((farm.served - served0) / window, 2),
+            "passesPerS": {kind: round(count / window, 2) for kind, count in sorted(made.items())},
+            "resyncS": resync_s,
         })  # fmt: skip
         out["operatorLogTail"] = operator.log_tail(10)
     finally:
@@ -178,6 +196,7 @@ def main(
     minutes: Annotated[float, typer.Option(help="the measured window of each run")] = 5.0,
     port: Annotated[int, typer.Option(help="the drivers' progress port (the fake drivers listen on it)")] = 18090,
     keep: Annotated[bool, typer.Option(help="keep each run's logs (operator, kwok, scheduler)")] = False,
+    resync: Annotated[float, typer.Option(help="the operator's STREAMQ_RESYNC_INTERVAL_SECONDS (its default: 60)")] = 60.0,
 ) -> None:
     args = SimpleNamespace(**locals())
     results: dict[str, Any] = results_header("operator-running", vars(args))
@@ -186,17 +205,18 @@ def main(
     runs = []
     for n in (int(x) for x in queries.split(",")):
         for channel in channels.split(","):
-            runs.append(one_run(n, channel, minutes, port, keep))
+            runs.append(one_run(n, channel, minutes, port, keep, resync))
             log(json.dumps({k: v for k, v in runs[-1].items() if k != "operatorLogTail"}))
     results["runs"] = runs
     results["loadWholeRun"] = sampler.stop()
     results["finished"] = now_iso()
     headers = ["queries", "channel", "all Running s", "freshness p50 s", "p99 s", "operator cores", "RSS MiB",
-               "apiserver+etcd cores", "API requests/s", "of which pods/log"]  # fmt: skip
+               "apiserver+etcd cores", "API requests/s", "of which pods/log", "passes/s full", "progress"]  # fmt: skip
     rows = [[r["queries"], r["channel"], r.get("allRunningAfterS"), r.get("freshnessS", {}).get("p50"),
              r.get("freshnessS", {}).get("p99"), r.get("operatorCores"), (r.get("operatorRss") or {}).get("vmHWMMiB"),
              r.get("apiserverEtcdCores"), round(sum((r.get("apiRequestsPerS") or {}).values()), 1),
-             round(sum(v for k, v in (r.get("apiRequestsPerS") or {}).items() if k.endswith("pods/log")), 1)]
+             round(sum(v for k, v in (r.get("apiRequestsPerS") or {}).items() if k.endswith("pods/log")), 1),
+             (r.get("passesPerS") or {}).get("full"), (r.get("passesPerS") or {}).get("progress")]
             for r in runs]  # fmt: skip
     print_table(headers, rows)
     results["table"] = table(headers, rows)
