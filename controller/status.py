@@ -176,8 +176,8 @@ class RateSample(StatusModel):
 class ScaleChange(StatusModel):
     """A change of the executors the query runs with, as the autoscaler saw it."""
 
-    from_executors: int = Field(alias="from", description="Executors before.")
-    to_executors: int = Field(alias="to", description="Executors after.")
+    from_executors: int = Field(description="Executors before.")
+    to_executors: int = Field(description="Executors after.")
     at: str = Field(description="When it was first seen.", json_schema_extra={"format": "date-time"})
     processed_before: float | None = Field(
         default=None, description="Rows processed per second of batch time before it (ineffective scaling)."
