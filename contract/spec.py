@@ -1100,8 +1100,8 @@ class Autoscaling(Model):
     )
     cool_down: Duration = Field(
         default=AUTOSCALING_COOL_DOWN,
-        description="After a change of size, no smaller size is recommended for this long (a scale-up first works off "
-        "its backlog).",
+        description="After a scale-up, no smaller size is recommended for this long: the added executors first work "
+        "off the backlog.",
     )
     recommend_only: bool = Field(
         default=True,

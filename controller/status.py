@@ -201,6 +201,11 @@ class AutoscalingStatus(StatusModel):
         description="When the recommendation last changed (at most once per stabilizationWindow).",
         json_schema_extra={"format": "date-time"},
     )
+    last_scale_up_time: str | None = Field(
+        default=None,
+        description="When the recommendation last grew: no smaller one within coolDown.",
+        json_schema_extra={"format": "date-time"},
+    )
     last_scaling: ScaleChange | None = Field(default=None, description="The last change of the executors it saw.")
     samples: list[RateSample] = Field(
         default_factory=list,

@@ -17,7 +17,8 @@ more partitions help there.
 The guards, each said in the reason when it holds a change back:
 - a missing or stale record (older than STALE_AFTER_S), or too few records at the current size: hold;
 - rates are averaged over stabilizationWindow, and the recommendation changes at most once per window;
-- no smaller size within coolDown of a change (of the recommendation, or of the executors seen);
+- no smaller size within coolDown of a scale-up (of the recommendation, or of the executors seen): the added
+  executors first work off the backlog;
 - hysteresis: a smaller size only when it would run at targetUtilization - DOWN_BAND, a larger one when the
   current runs above targetUtilization; and at most MAX_SCALE_DOWN less in one step;
 - ineffective scaling: a scale-up after which the processed rate rose by less than INEFFECTIVE_GAIN of what
@@ -90,12 +91,15 @@ def size(
     samples = list(previous.samples) if previous is not None else []
     scaling = _seen_scaling(previous, executors, samples, now)
     last_change = parse_time(previous.last_change_time) if previous is not None else None
+    last_up = parse_time(previous.last_scale_up_time) if previous is not None else None
 
     def out(recommended: int, reason: str, changed: bool = False) -> AutoscalingStatus:  # samples, scaling as they are then
         verdict: AutoscalingVerdict = "ScaleUp" if recommended > executors else "ScaleDown" if recommended < executors else "Hold"
         return AutoscalingStatus(
             current_executors=executors, recommended_executors=recommended, decision=verdict, reason=reason,
             last_change_time=format_time(now) if changed else (previous.last_change_time if previous else None),
+            last_scale_up_time=format_time(now) if changed and recommended > standing
+            else (previous.last_scale_up_time if previous else None),
             last_scaling=scaling, samples=_kept(samples, auto, now),
         )  # fmt: skip
 
@@ -123,15 +127,18 @@ def size(
     candidate, why = _bounded(auto, spec, policy, candidate, why, standing, executors, scaling)
     if candidate == standing:
         return out(standing, why)
+    if scaling is not None and scaling.ineffective and candidate == executors < standing:
+        return out(candidate, why, changed=True)  # what more executors cannot fix is withdrawn at once
     if last_change is not None and now - last_change < window:
         return out(standing, f"{why}; held at {standing} until {format_time(last_change + window)} (at most one "
                              f"change per stabilizationWindow {auto.stabilization_window})")  # fmt: skip
     if candidate < standing:
-        changed_at = max([t for t in (last_change, parse_time(scaling.at) if scaling else None) if t is not None], default=None)
+        seen_up = parse_time(scaling.at) if scaling is not None and scaling.to_executors > scaling.from_executors else None
+        up_at = max([t for t in (last_up, seen_up) if t is not None], default=None)
         cool_down = timedelta(milliseconds=duration_ms(auto.cool_down))
-        if changed_at is not None and now - changed_at < cool_down:
-            return out(standing, f"{why}; held at {standing} until {format_time(changed_at + cool_down)} "
-                                 f"(coolDown {auto.cool_down} after a change)")  # fmt: skip
+        if up_at is not None and now - up_at < cool_down:
+            return out(standing, f"{why}; held at {standing} until {format_time(up_at + cool_down)} "
+                                 f"(coolDown {auto.cool_down} after a scale-up)")  # fmt: skip
     return out(candidate, why, changed=True)
 
 
@@ -200,6 +207,11 @@ def _judged(scaling: ScaleChange, recent: list[RateSample]) -> ScaleChange:
 # --- the size --------------------------------------------------------------------------------------
 
 
+def _ceil(value: float) -> int:
+    """Executors for a share of executors: 2.0000000000000004 (1,400 / 0.7 / 1,000) is 2."""
+    return math.ceil(round(value, 6))
+
+
 def _rows(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -218,8 +230,8 @@ def _by_rates(auto: Autoscaling, spec: QuerySpec, recent: list[RateSample], stan
     busy = fmean(s.busy or 0.0 for s in measured)
     u = auto.target_utilization
     drain = backlog / catch_up_s
-    up = math.ceil((drain + input_rate / u) / per_executor)
-    down = math.ceil((drain + input_rate / max(u - DOWN_BAND, 0.05)) / per_executor)
+    up = _ceil((drain + input_rate / u) / per_executor)
+    down = _ceil((drain + input_rate / max(u - DOWN_BAND, 0.05)) / per_executor)
     wanted = up if up > standing else down if down < standing else standing
     why = (f"input {_rows(input_rate)} rows/s, backlog {_rows(backlog)} rows ({_rows(drain)} rows/s to work it off "
            f"within {auto.catch_up_duration}), {_rows(per_executor)} rows/s per executor of batch time, busy "
