@@ -282,8 +282,8 @@ class QueryStatus(StatusModel):
         default=None,
         description=(
             "The latest progress record of the driver: batchId (last committed epoch/batch), committedOffsets, "
-            "lastCommitTime, inputRowsPerSecond, processedRowsPerSecond, lag and totalLag, partitions, slots, "
-            "health (Healthy/Stalled), updatedAt."
+            "lastCommitTime, inputRowsPerSecond, processedRowsPerSecond, busyRatio and batchDurationMs (micro-batch), "
+            "lag and totalLag, partitions, slots, health (Healthy/Stalled), updatedAt."
         ),
     )
 
