@@ -199,13 +199,19 @@ def test_the_history_is_bounded():
 # --- wired into decide: status only, and an event when the recommendation changes ---------------
 
 
-def test_a_running_query_reports_its_recommendation_and_changes_nothing():
+def running_world() -> World:
+    """A micro-batch query with 2 executors and autoscaling up to 8, its driver running."""
     w = World(changed(base_spec(mode="microBatch"), {
         "runtime.executors": {"instances": 2}, "autoscaling": {"maxExecutors": 8},
     }))  # fmt: skip
     w.reconcile()
     w.driver_runs()
     w.reconcile()
+    return w
+
+
+def test_a_running_query_reports_its_recommendation_and_changes_nothing():
+    w = running_world()
     assert w.status.executors == 2 and w.status.executor_selector is not None
     assert "executor" in w.status.executor_selector
     decisions = []
@@ -224,12 +230,7 @@ def test_a_running_query_reports_its_recommendation_and_changes_nothing():
 
 
 def test_autoscaling_removed_clears_its_status():
-    w = World(changed(base_spec(mode="microBatch"), {
-        "runtime.executors": {"instances": 2}, "autoscaling": {"maxExecutors": 8},
-    }))  # fmt: skip
-    w.reconcile()
-    w.driver_runs()
-    w.reconcile()
+    w = running_world()
     assert w.status.autoscaling is not None
     w.edit(autoscaling=None)
     decision = w.reconcile()
