@@ -591,6 +591,21 @@ def _cores(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str
         )
 
 
+def _at_most_executors(check: Callable[[QuerySpec, Policy, OperatorFacts, str | None], Found]) -> Callable[..., Found]:
+    """``check`` of the spec as it would be at autoscaling.maxExecutors: a recommendation stays within the caps."""
+
+    def at_max(spec: QuerySpec, policy: Policy, facts: OperatorFacts, namespace: str | None) -> Found:
+        auto, executors = spec.autoscaling, spec.runtime.executors
+        if auto is None or auto.max_executors <= executors.instances:  # the spec's own size is checked as it is
+            return
+        grown = executors.model_copy(update={"instances": auto.max_executors})
+        at_max = spec.model_copy(update={"runtime": spec.runtime.model_copy(update={"executors": grown})})
+        for _, message in check(at_max, policy, facts, namespace):
+            yield ".autoscaling.maxExecutors", f"at autoscaling.maxExecutors {auto.max_executors}: {message}"
+
+    return at_max
+
+
 def _each_executor(count: capacity.AtOnce, show: Callable[[Decimal], str]) -> str:
     return f" + {count.executors} x {show(count.executor)} executor" if count.executors else ""
 
@@ -951,6 +966,9 @@ POLICY_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("policy.maxExecutors", _executors),
     PolicyRule("policy.maxCores", _cores),
     PolicyRule("policy.maxMemory", _memory),
+    PolicyRule("policy.maxExecutors", _at_most_executors(_executors)),
+    PolicyRule("policy.maxCores", _at_most_executors(_cores)),
+    PolicyRule("policy.maxMemory", _at_most_executors(_memory)),
     PolicyRule("policy.restarts", _restarts),
     PolicyRule("policy.operatorSparkConf", _operator_conf),
     PolicyRule("policy.secretSparkConf", _secret_conf),

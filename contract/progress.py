@@ -79,6 +79,15 @@ class ProgressRecord(_Wire):
     total_lag: int | None = Field(default=None, description="Records waiting in the source, all partitions")
     partitions: dict[str, int] | None = None
     slots: int | None = None
+    # What lag-driven autoscaling reads (controller.decide.autoscale); a job before them prints none.
+    batch_duration_ms: int | None = Field(
+        default=None, description="How long the last micro-batch ran (Spark's durationMs.triggerExecution)"
+    )
+    busy_ratio: float | None = Field(
+        default=None,
+        description="Share of the last minute the query spent running batches (micro-batch: the batches' "
+        "triggerExecution against the wall clock), 0 to 1",
+    )
     health: ProgressHealth | None = None
     checkpoint: str | None = None
     checkpoint_holds: CheckpointHolds | None = None

@@ -203,6 +203,62 @@ def _slots_cel() -> Cel:
     )
 
 
+# --- autoscaling (controller.decide.autoscale) ---------------------------------------------
+
+RECOMMEND_ONLY = (
+    "recommendOnly: false is not available yet: this release of streamq recommends a size "
+    "(status.autoscaling.recommendedExecutors) and never resizes a query; leave recommendOnly true and apply a "
+    "recommendation through runtime.executors.instances (kubectl scale sq/NAME --replicas=N)"
+)
+MIN_OVER_MAX = "minExecutors is larger than maxExecutors"
+OUTSIDE_RANGE = (
+    "runtime.executors.instances (the size the query runs with, what kubectl scale writes) must lie within "
+    "autoscaling.minExecutors and maxExecutors"
+)
+POSITIVE = "must be longer than 0 (e.g. {example})"
+
+
+def _autoscaling(spec: QuerySpec) -> Found:
+    auto = spec.autoscaling
+    if auto is None:
+        return
+    if not auto.recommend_only:
+        yield ".autoscaling.recommendOnly", RECOMMEND_ONLY
+    if auto.min_executors > auto.max_executors:
+        yield ".autoscaling", f"{MIN_OVER_MAX} ({auto.min_executors} > {auto.max_executors})"
+    instances = spec.runtime.executors.instances
+    if not auto.min_executors <= instances <= auto.max_executors:
+        yield (".runtime.executors.instances",
+               f"{OUTSIDE_RANGE} ({instances} is not within {auto.min_executors}..{auto.max_executors})")  # fmt: skip
+    for field, example in (("catchUpDuration", "5m"), ("stabilizationWindow", "1m")):
+        if duration_ms(auto.model_dump(by_alias=True)[field]) == 0:
+            yield f".autoscaling.{field}", POSITIVE.format(example=example)
+
+
+def _autoscaling_cel() -> tuple[Cel, ...]:
+    a, e = model.Autoscaling(max_executors=1), model.ExecutorResources()
+    low = _or_default("self.minExecutors", a.min_executors)
+    wants = "has(self.autoscaling)"
+    instances = _or_default("self.runtime.executors.instances", e.instances)
+    instances = f"(has(self.runtime) && has(self.runtime.executors) ? {instances} : {e.instances})"
+    at = ("autoscaling",)
+    positive = tuple(
+        Cel(f"!has(self.{f}) || duration(self.{f}) > duration('0s')", POSITIVE.format(example=x), field_path=f".{f}", at=at)
+        for f, x in (("catchUpDuration", "5m"), ("stabilizationWindow", "1m"))
+    )
+    return (
+        Cel("!has(self.recommendOnly) || self.recommendOnly", RECOMMEND_ONLY, field_path=".recommendOnly", at=at),
+        Cel(f"{low} <= self.maxExecutors", MIN_OVER_MAX, at=at),
+        Cel(
+            f"!{wants} || ({_or_default('self.autoscaling.minExecutors', a.min_executors)} <= {instances} && "
+            f"{instances} <= self.autoscaling.maxExecutors)",
+            OUTSIDE_RANGE,
+            field_path=".runtime.executors.instances",
+        ),  # fmt: skip
+        *positive,
+    )
+
+
 def _topics_or_pattern(spec: QuerySpec) -> Found:
     kafka = spec.source.kafka
     if kafka is not None and (kafka.topics is None) == (kafka.pattern is None):
@@ -336,6 +392,7 @@ RULES: tuple[Rule, ...] = (
     Rule("backoff-order", _backoff, (_backoff_cel(),)),
     Rule("continuous-slots", _slots, (_slots_cel(),)),
     Rule("standby-shared-checkpoint", _standby, _standby_cel()),
+    Rule("autoscaling", _autoscaling, _autoscaling_cel()),
     Rule(
         "checkpoint-s3-location",
         _s3_location,

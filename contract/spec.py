@@ -1070,6 +1070,46 @@ class Upgrade(Model):
     )
 
 
+AUTOSCALING_WINDOW = "1m"  # autoscaling.stabilizationWindow when unset
+AUTOSCALING_COOL_DOWN = "5m"  # autoscaling.coolDown when unset
+
+
+class Autoscaling(Model):
+    """Lag-driven sizing of the executors (controller.decide.autoscale): from the input rate, the backlog and the
+    rate the query processes per busy second, the executors it needs to keep up at targetUtilization and to work
+    off its backlog within catchUpDuration. This release recommends only: status.autoscaling says what it would
+    do and why; nothing is changed."""
+
+    min_executors: int = Field(default=1, ge=1, le=MAX_EXECUTORS, description="The fewest executors it recommends, at least 1.")
+    max_executors: int = Field(
+        ge=1, le=MAX_EXECUTORS,
+        description="The most executors it recommends: at least minExecutors, within the platform's maxExecutors, "
+        "maxCores and maxMemory counted as if runtime.executors.instances were this.",
+    )  # fmt: skip
+    target_utilization: float = Field(
+        default=0.7, gt=0, le=1,
+        description="The share of its busy time a query may use at the current input rate, above 0, at most 1: "
+        "0.7 leaves 30% for bursts and catching up. Micro-batch: the time batches run against the wall clock.",
+    )  # fmt: skip
+    catch_up_duration: Duration = Field(
+        default="5m", description="A backlog is to be worked off within this, beside the input, e.g. 5m."
+    )
+    stabilization_window: Duration = Field(
+        default=AUTOSCALING_WINDOW,
+        description="Rates are averaged over this window, and the recommendation changes at most once per window.",
+    )
+    cool_down: Duration = Field(
+        default=AUTOSCALING_COOL_DOWN,
+        description="After a scale-up, no smaller size is recommended for this long: the added executors first work "
+        "off the backlog.",
+    )
+    recommend_only: bool = Field(
+        default=True,
+        description="true: report the recommended size in status.autoscaling and change nothing. false is refused in "
+        "this release: the operator does not resize a query yet.",
+    )
+
+
 class QuerySpec(Model):
     """spec of a StreamingQuery."""
 
@@ -1098,6 +1138,12 @@ class QuerySpec(Model):
         f"{UPGRADE_READY_WITHIN}. Warm upgrades need backend pod, no executors and a checkpoint both drivers reach "
         "(an object store, a persistentVolumeClaim or a hostPath); otherwise a change is a plain restart. Changing "
         "suspend, restartPolicy or upgrade needs no new driver.",
+    )
+    # None when unset: the stored form of a spec written before this field existed stays the same.
+    autoscaling: Autoscaling | None = Field(
+        default=None,
+        description="Recommend the executors the query needs from its input rate and backlog (status.autoscaling); "
+        "runtime.executors.instances stays the size it runs with. Unset: no recommendation.",
     )
     suspend: bool = Field(
         default=False,

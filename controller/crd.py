@@ -199,6 +199,15 @@ PRINTER_COLUMNS = [
 ]  # fmt: skip
 
 
+# /scale (kubectl scale, an HPA, KEDA) reads and writes the executors of the spec; the built-in autoscaler only
+# recommends (status.autoscaling) and never writes them (docs/user-guide.md, "Autoscaling").
+SCALE = {
+    "specReplicasPath": ".spec.runtime.executors.instances",
+    "statusReplicasPath": f".status.{QueryStatus.model_fields['executors'].alias or 'executors'}",
+    "labelSelectorPath": f".status.{QueryStatus.model_fields['executor_selector'].alias or 'executorSelector'}",
+}
+
+
 # metadata.name is the stem of every child's name (contract.names.query_name_problem says why):
 # the API server refuses other names before the operator ever sees them.
 NAME_RULE = {
@@ -234,7 +243,7 @@ def render_crd(rules: Iterable[Rule] = RULES) -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {"status": {}, "scale": SCALE},
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                     "schema": {
                         "openAPIV3Schema": {

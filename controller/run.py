@@ -21,7 +21,7 @@ SPARK_APP_KIND: Final = "SparkApplication"
 POD_KIND: Final = "Pod"
 
 # Fields whose change does not need a new driver.
-_NOT_RUN_FIELDS = ("suspend", "restartPolicy", "upgrade")
+_NOT_RUN_FIELDS = ("suspend", "restartPolicy", "upgrade", "autoscaling")
 
 
 @dataclass(frozen=True)

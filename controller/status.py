@@ -15,6 +15,9 @@ from too) and the helpers that read and write it.
                                                  status stays small and carries no sparkConf)
     progress                                     the latest progress record the driver printed: last
                                                  epoch/batch, committed offsets, lag, partitions, slots, health
+    executors, executorSelector                  the current driver's executors: the /scale subresource
+    autoscaling                                  the recommended size, the last decision and why, the recent
+                                                 rates it was made from (controller.decide.autoscale)
 """
 
 from __future__ import annotations
@@ -156,6 +159,61 @@ class UpgradeStatus(StatusModel):
     )
 
 
+AutoscalingVerdict = Literal["ScaleUp", "ScaleDown", "Hold"]
+
+
+class RateSample(StatusModel):
+    """One progress record as the autoscaler keeps it (controller.decide.autoscale): rates, busy time, backlog."""
+
+    at: str = Field(description="When the driver measured it.", json_schema_extra={"format": "date-time"})
+    executors: int = Field(description="Executors the driver ran with.")
+    input: float | None = Field(default=None, description="Input rows per second.")
+    processed: float | None = Field(default=None, description="Rows processed per second of batch time.")
+    busy: float | None = Field(default=None, description="Share of the time the query ran batches, 0 to 1.")
+    lag: int | None = Field(default=None, description="Records waiting in the source.")
+
+
+class ScaleChange(StatusModel):
+    """A change of the executors the query runs with, as the autoscaler saw it."""
+
+    from_executors: int = Field(description="Executors before.")
+    to_executors: int = Field(description="Executors after.")
+    at: str = Field(description="When it was first seen.", json_schema_extra={"format": "date-time"})
+    processed_before: float | None = Field(
+        default=None, description="Rows processed per second of batch time before it (ineffective scaling)."
+    )
+    ineffective: bool | None = Field(
+        default=None,
+        description="A scale-up that did not raise the processed rate: no larger size is recommended again until "
+        "the query's executors change.",
+    )
+
+
+class AutoscalingStatus(StatusModel):
+    """What lag-driven autoscaling recommends (spec.autoscaling; controller.decide.autoscale), and why."""
+
+    current_executors: int = Field(description="Executors the query runs with.")
+    recommended_executors: int = Field(description="Executors it needs, within minExecutors and maxExecutors.")
+    decision: AutoscalingVerdict = Field(description="ScaleUp, ScaleDown or Hold: the recommendation against the current size.")
+    reason: str = Field(description="Why, in a sentence: the rates and backlog it was computed from, or why it holds.")
+    last_change_time: str | None = Field(
+        default=None,
+        description="When the recommendation last changed (at most once per stabilizationWindow).",
+        json_schema_extra={"format": "date-time"},
+    )
+    last_scale_up_time: str | None = Field(
+        default=None,
+        description="When the recommendation last grew: no smaller one within coolDown.",
+        json_schema_extra={"format": "date-time"},
+    )
+    last_scaling: ScaleChange | None = Field(default=None, description="The last change of the executors it saw.")
+    samples: list[RateSample] = Field(
+        default_factory=list,
+        max_length=64,
+        description="The recent progress records it decides from, oldest first (a bounded window).",
+    )
+
+
 class QueryStatus(StatusModel):
     phase: Phase | None = Field(
         default=None,
@@ -175,6 +233,19 @@ class QueryStatus(StatusModel):
         json_schema_extra={"format": "date-time"},
     )
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
+    executors: int | None = Field(
+        default=None,
+        description="Executors the current driver runs with (runtime.executors.instances of the spec it runs): "
+        "the /scale subresource's status.replicas.",
+    )
+    executor_selector: str | None = Field(
+        default=None,
+        description="The label selector of the query's executor pods: the /scale subresource's status.selector "
+        "(what an HorizontalPodAutoscaler reads pod metrics through).",
+    )
+    autoscaling: AutoscalingStatus | None = Field(
+        default=None, description="What lag-driven autoscaling recommends, and why (spec.autoscaling)."
+    )
     resize_refused: str | None = Field(
         default=None,
         description="A driver that waited on the Lease and could not be resized in place to its CPU request: "
@@ -211,8 +282,8 @@ class QueryStatus(StatusModel):
         default=None,
         description=(
             "The latest progress record of the driver: batchId (last committed epoch/batch), committedOffsets, "
-            "lastCommitTime, inputRowsPerSecond, processedRowsPerSecond, lag and totalLag, partitions, slots, "
-            "health (Healthy/Stalled), updatedAt."
+            "lastCommitTime, inputRowsPerSecond, processedRowsPerSecond, busyRatio and batchDurationMs (micro-batch), "
+            "lag and totalLag, partitions, slots, health (Healthy/Stalled), updatedAt."
         ),
     )
 

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,30 +53,63 @@ class Rates:
     num_input_rows: int | None = None
     input_rows_per_second: float | None = None
     processed_rows_per_second: float | None = None
+    batch_duration_ms: int | None = None  # the last batch's triggerExecution
+    busy_ratio: float | None = None  # share of the last BUSY_WINDOW_S spent in batches
 
     def __bool__(self) -> bool:
         return self != Rates()
 
 
-class ListenerRates:
-    """The numbers Spark's listener reports for each micro-batch (none in continuous mode)."""
+BUSY_WINDOW_S = 60.0  # busy_ratio's window: long enough to hold several batches of a 10 s trigger
 
-    def __init__(self) -> None:
+
+def _trigger_ms(progress) -> int | None:  # pyspark's StreamingQueryProgress
+    durations = getattr(progress, "durationMs", None) or {}
+    value = durations.get("triggerExecution") if isinstance(durations, dict) else None
+    return int(value) if isinstance(value, int | float) and value >= 0 else None
+
+
+class ListenerRates:
+    """The numbers Spark's listener reports for each micro-batch (none in continuous mode), and the time the
+    query was busy: each batch's triggerExecution, summed over the last BUSY_WINDOW_S (the processing time
+    autoscaling reads, never CPU)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._latest = Rates()
+        self._clock = clock
+        self._since = clock()  # the window never reaches back before the listener existed
+        self._batches: list[tuple[float, int]] = []  # (when it ended, how long it ran, ms), within the window
 
     def update(self, progress) -> None:  # pyspark's StreamingQueryProgress
+        busy = _trigger_ms(progress)
         with self._lock:
+            if busy is not None:
+                now = self._clock()
+                self._batches = [b for b in self._batches if now - b[0] < BUSY_WINDOW_S] + [(now, busy)]
             self._latest = Rates(
                 batch_id=progress.batchId,
                 num_input_rows=progress.numInputRows,
                 input_rows_per_second=_finite(progress.inputRowsPerSecond),
                 processed_rows_per_second=_finite(progress.processedRowsPerSecond),
+                batch_duration_ms=busy,
             )
 
     def latest(self) -> Rates:
         with self._lock:
-            return self._latest
+            latest = self._latest
+            if latest.batch_duration_ms is None:
+                return latest
+            return replace(latest, busy_ratio=self._busy_ratio(self._clock()))
+
+    def _busy_ratio(self, now: float) -> float:
+        """Batch time in the window (the part of each batch that falls inside it) over the window's length."""
+        start = max(now - BUSY_WINDOW_S, self._since)
+        span = now - start
+        if span <= 0:
+            return 0.0
+        busy = sum(max(0.0, min(end, now) - max(end - ms / 1000.0, start)) for end, ms in self._batches)
+        return round(min(1.0, busy / span), 3)
 
 
 def make_listener(rates: ListenerRates, wake: threading.Event | None = None):
@@ -129,6 +162,8 @@ def progress_record(
         num_input_rows=rates.num_input_rows,
         input_rows_per_second=rates.input_rows_per_second,
         processed_rows_per_second=rates.processed_rows_per_second,
+        batch_duration_ms=rates.batch_duration_ms,
+        busy_ratio=rates.busy_ratio,
         lag=wire_offsets(lag) if lag is not None else None,
         total_lag=sum(sum(p.values()) for p in lag.values()) if lag is not None else None,
         partitions=dict(sorted(partitions.items())),

@@ -16,7 +16,7 @@ from contract.policy import is_policy_problem
 from contract.problems import SpecError
 from contract.resume import ResumeFrom
 from contract.spec import QuerySpec, duration_ms
-from controller.decide import health, restart, standby
+from controller.decide import autoscale, health, restart, standby
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import WAIT_FOR_DELETION_S, CreateDriver, Decision, Draft, Event, ResizeDriver, Verb
 from controller.observe import Driver, LeaseState
@@ -120,6 +120,7 @@ def invalid_spec(d: Draft, exc: SpecError) -> Decision:
 def suspend(d: Draft, current: Driver | None) -> Decision:
     d.status.next_restart_time = None
     d.status.driver_start_time = None
+    d.status.executors = None  # none run: the /scale subresource's status.replicas
     if current is not None and not current.deleting:
         d.delete(current, "suspended")
     waiting = current is not None
@@ -269,6 +270,7 @@ def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
     health.reported(d, current)
     restart.reset_when_stable(d, started, run_spec)
     standby.grow(d, current, run_spec)
+    autoscale.recommend(d, run_spec)  # status only: recommendOnly
     return d.finish(Verb.RUNNING)
 
 

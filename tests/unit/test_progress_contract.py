@@ -47,3 +47,11 @@ def test_columns_name_fields_that_exist():
     assert field_path("health.state") == ".status.progress.health.state"
     with pytest.raises(KeyError):
         field_path("batch")
+
+
+def test_busy_time_is_optional_both_ways():
+    """A driver from before autoscaling prints no busy time and still parses; a newer one's reaches status."""
+    old = ProgressRecord.from_line('{"event": "progress", "batchId": 3, "processedRowsPerSecond": 10.0}')
+    assert old is not None and old.busy_ratio is None and old.batch_duration_ms is None
+    new = ProgressRecord.from_line('{"event": "progress", "batchId": 3, "busyRatio": 0.42, "batchDurationMs": 1200}')
+    assert new is not None and new.for_status(1).status_fields()["busyRatio"] == 0.42

@@ -183,3 +183,25 @@ def test_the_watchdog_thread_reports_and_stops_on_a_verdict():
     assert not dog.is_alive() and dog.exit[0] is ExitCode.STALLED and dog.looks == 6
     states = [json.loads(line)["health"]["state"] for line in stream.getvalue().splitlines()]
     assert states[0] == "Healthy" and states[-1] == "Stalled"
+
+
+def test_the_listener_reports_busy_time_from_trigger_execution():
+    """Autoscaling reads the time batches ran (Spark's durationMs.triggerExecution) against the wall clock, never
+    CPU: 3 batches of 2 s in the last 20 s is 30% busy; a minute later without a batch, 0%."""
+    from types import SimpleNamespace
+
+    from app.monitoring.reporting import BUSY_WINDOW_S, ListenerRates
+
+    now = [1000.0]
+    rates = ListenerRates(clock=lambda: now[0])
+    assert rates.latest() == Rates()  # nothing yet: no busy time claimed
+    for _ in range(3):
+        now[0] += 20 / 3
+        rates.update(SimpleNamespace(batchId=1, numInputRows=10, inputRowsPerSecond=5.0, processedRowsPerSecond=5.0,
+                                     durationMs={"triggerExecution": 2000, "addBatch": 1500}))  # fmt: skip
+    latest = rates.latest()
+    assert latest.batch_duration_ms == 2000 and latest.busy_ratio == 0.3
+    now[0] += BUSY_WINDOW_S + 1
+    assert rates.latest().busy_ratio == 0.0
+    rates.update(SimpleNamespace(batchId=2, numInputRows=0, inputRowsPerSecond=0.0, processedRowsPerSecond=0.0))
+    assert rates.latest().batch_duration_ms is None and rates.latest().busy_ratio is None  # an older Spark: no durations

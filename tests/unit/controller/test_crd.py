@@ -137,7 +137,11 @@ def test_cross_field_rules_are_cel(schema):
 
 def test_status_subresource_columns_and_names(rendered, schema):
     version = rendered["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    # /scale: kubectl scale, an HPA or KEDA write the spec's executors; status says how many run, and which pods
+    assert version["subresources"] == {"status": {}, "scale": {
+        "specReplicasPath": ".spec.runtime.executors.instances", "statusReplicasPath": ".status.executors",
+        "labelSelectorPath": ".status.executorSelector"}}  # fmt: skip
+    assert {"executors", "executorSelector"} <= set(schema["properties"]["status"]["properties"])
     assert rendered["metadata"]["name"] == "streamingqueries.streamq.io"
     names = rendered["spec"]["names"]
     assert names["shortNames"] == ["sq"] and names["kind"] == "StreamingQuery"
