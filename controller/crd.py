@@ -113,6 +113,12 @@ class _Converter:
             _describe_default(out, node.get("default"))
             return out
         out = {k: copy.deepcopy(v) for k, v in node.items() if k in _KEPT}
+        for bound, exclusive in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+            value = out.get(exclusive)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                # pydantic writes JSON Schema 2020-12 (exclusiveMinimum: 0); a CRD is OpenAPI 3.0, where
+                # the bound is minimum and exclusiveMinimum says it is excluded (a number is refused).
+                out[bound], out[exclusive] = value, True
         if out.get("description"):
             # A model's docstring keeps its source line breaks: kubectl explain wraps the text itself.
             out["description"] = " ".join(out["description"].split())

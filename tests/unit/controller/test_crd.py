@@ -66,6 +66,8 @@ def test_schema_is_structural(schema):
             assert not ("properties" in node and "additionalProperties" in node), path
         if node.get("type") == "array":
             assert isinstance(node.get("items"), dict), path
+        for exclusive in ("exclusiveMinimum", "exclusiveMaximum"):  # OpenAPI 3.0: a flag beside the bound
+            assert isinstance(node.get(exclusive, True), bool), f"{path}.{exclusive} = {node[exclusive]!r}"
 
 
 def _spec_models(cls: type[BaseModel], node: dict[str, Any], path: str) -> Iterator[tuple[str, type, dict]]:
