@@ -43,6 +43,7 @@ The rules of a first decision, in the order ``decide`` applies them:
     standby     the warm second driver of spec.runtime.standby: create, promote, drop
     upgrade     warm upgrades: the new spec's driver beside the running one, then the hand-over
     spark_ui    the Service in front of the current driver's UI (spec.runtime.sparkUI)
+    autoscale   the executors a running query needs, from its recent records (spec.autoscaling; recommends)
     conditions  Ready, Progressing, Reconciling, Stalled and Degraded
 """
 
