@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -71,11 +72,24 @@ def _new_api_client() -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
+class _QuietWakeups(logging.Filter):
+    """Drops kopf's "Handler 'query_changed' succeeded." (and the drivers'): one INFO line per watch event,
+    each status write one, thousands a minute with many queries; the handlers only wake a reconciler."""
+
+    QUIET = tuple(f"Handler {name!r} succeeded." for name in ("query_changed", "driver_changed", "spark_app_changed"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and isinstance(record.msg, str) and record.msg in self.QUIET)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: Log, **_: Any) -> None:
     settings.persistence.finalizer = names.FINALIZER
     settings.posting.reporting_component = "streamq-operator"
     settings.posting.loggers = False  # events are explicit (kopf.event), log lines stay logs
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _QuietWakeups) for f in objects.filters):  # once, though startup may run again
+        objects.addFilter(_QuietWakeups())
     settings.watching.label_selectors["pods"] = names.driver_pod_selector()  # server-side filter
     settings.watching.label_selectors[SPARK_GROUP, SPARK_PLURAL] = names.driver_pod_selector()
     settings.execution.max_workers = 32

@@ -85,3 +85,19 @@ def test_sleep_ends_when_woken_when_stopped_or_after_its_time():
         assert len(asyncio.all_tasks()) == 1  # the waits it started are gone
 
     asyncio.run(scenario())
+
+
+def test_kopfs_line_per_wakeup_is_dropped_and_every_other_line_kept():
+    import logging
+
+    from controller.handlers import _QuietWakeups
+
+    def record(level: int, message: str) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, message, None, None)
+
+    quiet = _QuietWakeups()
+    assert not quiet.filter(record(logging.INFO, "Handler 'query_changed' succeeded."))
+    assert not quiet.filter(record(logging.INFO, "Handler 'driver_changed' succeeded."))
+    assert quiet.filter(record(logging.INFO, "Handler 'reconciler' succeeded."))  # the daemon's own: rare, kept
+    assert quiet.filter(record(logging.ERROR, "Handler 'query_changed' failed with an exception."))
+    assert quiet.filter(record(logging.INFO, "Normal DriverCreated: driver q-driver-1 created"))
