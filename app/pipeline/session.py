@@ -69,7 +69,12 @@ def connector_jars() -> list[str]:
     installed by hack/install-jars.sh (baked into the image)."""
     cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
     found: list[str] = []
-    folders = ((JARS_DIR_ENV, "spark-kafka"), (S3A_JARS_DIR_ENV, "s3a"), (FENCE_JARS_DIR_ENV, "fence"), (READER_JARS_DIR_ENV, "reader"))
+    folders = (
+        (JARS_DIR_ENV, "spark-kafka"),
+        (S3A_JARS_DIR_ENV, "s3a"),
+        (FENCE_JARS_DIR_ENV, "fence"),
+        (READER_JARS_DIR_ENV, "reader"),
+    )
     for env, default in folders:
         folder = Path(os.environ.get(env) or cache / "jars" / default)
         found += sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []

@@ -66,7 +66,12 @@ def test_spark_ui_is_off_unless_the_spec_asks_then_serves_ui_and_metrics_on_4040
 
 
 def test_the_s3a_fence_and_reader_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
-    jars = {"kafka": "spark-sql-kafka.jar", "s3a": "hadoop-aws-3.5.0.jar", "fence": "streamq-fence.jar", "reader": "streamq-reader.jar"}
+    jars = {
+        "kafka": "spark-sql-kafka.jar",
+        "s3a": "hadoop-aws-3.5.0.jar",
+        "fence": "streamq-fence.jar",
+        "reader": "streamq-reader.jar",
+    }
     for folder, jar in jars.items():
         (tmp_path / folder).mkdir()
         (tmp_path / folder / jar).write_text("")
