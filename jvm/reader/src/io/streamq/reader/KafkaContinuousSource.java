@@ -90,6 +90,13 @@ final class KafkaContinuousSource implements ContinuousStream, ReportsSourceMetr
     public Offset initialOffset() {
         Map<TopicPartition, Long> offsets = retrying("initial offsets", () -> {
             Set<TopicPartition> parts = partitions();
+            if (options.kind == ReaderOptions.Kind.SUBSCRIBE) {  // Spark's SubscribeStrategy fails on a missing topic too
+                Set<String> missing = new TreeSet<>(options.topics);
+                parts.forEach(tp -> missing.remove(tp.topic()));
+                if (!missing.isEmpty()) {
+                    throw new IllegalStateException("Subscribed topics do not exist: " + missing);
+                }
+            }
             ReaderOptions.StartingOffsets s = options.starting;
             return switch (s.mode()) {
                 case "earliest" -> listOffsets(parts, OffsetSpec.earliest());
