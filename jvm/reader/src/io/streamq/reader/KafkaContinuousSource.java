@@ -140,6 +140,12 @@ final class KafkaContinuousSource implements ContinuousStream, ReportsSourceMetr
         Map<TopicPartition, Long> old = (start instanceof KafkaOffsets k ? k : (KafkaOffsets) deserializeOffset(start.json()))
             .partitionToOffsets;
         Set<TopicPartition> current = retrying("partitions", this::partitions);
+        for (int look = 1; look < RETRIES && !current.containsAll(old.keySet()); look++) {
+            // A broker that has just restarted can answer "unknown topic" for a moment: look again
+            // before calling partitions gone (data loss fails the query with failOnDataLoss).
+            pause(RETRY_INTERVAL_MS);
+            current = retrying("partitions", this::partitions);
+        }
         Set<TopicPartition> added = new HashSet<>(current);
         added.removeAll(old.keySet());
         Map<TopicPartition, Long> startOffsets = new HashMap<>(retrying("earliest offsets of new partitions",
@@ -325,15 +331,23 @@ final class KafkaContinuousSource implements ContinuousStream, ReportsSourceMetr
             } catch (RuntimeException e) {
                 last = e;
                 LOG.warn("Listing {} failed (attempt {} of {})", what, attempt, RETRIES, e);
-                try {
-                    Thread.sleep(RETRY_INTERVAL_MS);
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
+                if (!pause(RETRY_INTERVAL_MS)) {
                     break;
                 }
             }
         }
         throw last;
+    }
+
+    /** False when interrupted (the flag is kept for the caller). */
+    private static boolean pause(long ms) {
+        try {
+            Thread.sleep(ms);
+            return true;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return false;
+        }
     }
 
     private void reportDataLoss(String message) {
