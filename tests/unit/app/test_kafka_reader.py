@@ -2,15 +2,18 @@
 streamq's continuous-mode one (jvm/reader). One field in the spec model, one rule (with its CEL
 twin in the CRD), the format the job loads, and the tenant policy over its options."""
 
+import re
+from pathlib import Path
+
 import pytest
 
-from app.pipeline.plan import kafka_source_format, kafka_source_options
+from app.pipeline.plan import SOURCE_FORMATS, kafka_source_format, kafka_source_options
 from contract.compat import spec_differences
 from contract.load import dump_spec, validate_spec
 from contract.modes import Mode
 from contract.policy import OperatorFacts, Policy
 from contract.problems import SpecError
-from contract.rules import RULES, check_rules
+from contract.rules import KNOWN_SOURCE_OPTIONS, RULES, SPARK_READER_ONLY, check_rules
 from contract.spec import KafkaReader, QuerySpec
 from controller.crd import render_crd
 from testbed.specs import query_spec, with_change
@@ -141,3 +144,25 @@ def test_the_tenant_policy_refuses_the_same_kafka_settings_with_either_reader(ca
     streamq = with_change(spec, "source.kafka.reader", "streamq")
     found = problems(streamq, policy=Policy(), namespace=namespace)
     assert any(p.startswith(f"{path}: {rule}: ") for p in found), found
+
+
+READER_SRC = Path(__file__).resolve().parents[3] / "jvm" / "reader"
+
+
+def test_the_format_is_the_name_the_jar_registers():
+    provider = (READER_SRC / "src/io/streamq/reader/StreamqKafkaProvider.java").read_text()
+    assert f'SHORT_NAME = "{SOURCE_FORMATS[KafkaReader.STREAMQ]}"' in provider
+    services = READER_SRC / "resources/META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
+    assert services.read_text().split() == ["io.streamq.reader.StreamqKafkaProvider"]
+
+
+def test_the_rules_refuse_the_options_the_reader_refuses():
+    """contract.rules refuses before a pod starts what jvm/reader's ReaderOptions would refuse at load():
+    the start options of Spark's source only (the ending ones continuous mode refuses already)."""
+    java = (READER_SRC / "src/io/streamq/reader/ReaderOptions.java").read_text()
+    unsupported = java.split("UNSUPPORTED = Map.of(", 1)[1].split(");", 1)[0]
+    refused_by_reader = set(re.findall(r'"([a-z.]+)", "', unsupported))
+    assert refused_by_reader - {"endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"} == set(SPARK_READER_ONLY)
+    spec = validate_spec(reading("streamq"))
+    assert all(key.lower() in KNOWN_SOURCE_OPTIONS for key in refused_by_reader)  # Spark options: the rules know them
+    assert kafka_source_format(spec) == "streamq-kafka"
