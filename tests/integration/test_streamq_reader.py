@@ -146,3 +146,63 @@ def test_partitions_added_while_running_are_read_from_their_start(spark, kafka_b
         query.stop()
     _exact(out, set(flagged(first + second)))
     assert ends == {0: N, 1: N}
+
+
+def _failure(query, timeout=120) -> str:
+    wait_for(lambda: query.exception() is not None, timeout, "the query to fail")
+    return str(query.exception())
+
+
+def test_records_deleted_under_the_checkpoint_fail_the_query_or_are_skipped(spark, kafka_broker, kafka_topic, tmp_path):
+    """No ListOffsets on the hot path, yet data loss is seen: the consumer's auto.offset.reset=none
+    turns the broker's OFFSET_OUT_OF_RANGE into an error (KafkaPartitionReader.outOfRange)."""
+    from confluent_kafka import TopicPartition
+
+    source, sink, ck = kafka_topic(partitions=1), kafka_topic(), tmp_path / "ck"
+    first, second = payments(N), payments(N, start=N)
+    kafka_broker.produce(source, first)
+    query = _start(spark, _spec(kafka_broker, source, sink, ck), f"q-{sink}-0")
+    try:
+        kafka_broker.wait_for_records(sink, set(flagged(first)), timeout=120)
+        _wait_until_all_committed(ck, kafka_broker, source)
+    finally:
+        query.stop()
+    kafka_broker.produce(source, second)
+    cut = N + N // 2  # the checkpoint resumes at N: [N, cut) is deleted (retention or deleteRecords)
+    for future in kafka_broker.admin().delete_records([TopicPartition(source, 0, cut)]).values():
+        future.result(timeout=30)
+
+    query = _start(spark, _spec(kafka_broker, source, sink, ck), f"q-{sink}-1")  # failOnDataLoss: true (default)
+    try:
+        message = _failure(query)
+    finally:
+        query.stop()
+    assert f"Cannot fetch offset {N} of {source}-0" in message, message[-3000:]
+    assert "failOnDataLoss" in message
+
+    skipping = _spec(kafka_broker, source, sink, ck)
+    skipping["source"]["kafka"]["options"] = {"failOnDataLoss": "false"}
+    query = _start(spark, skipping, f"q-{sink}-2")
+    try:
+        kept = set(flagged(first + second[N // 2 :]))
+        out = kafka_broker.wait_for_records(sink, kept, timeout=120)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(first + second)))
+    assert not set(out) & set(flagged(second[: N // 2])), "deleted records came out"
+
+
+def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_broker, kafka_topic, tmp_path):
+    """As Spark's KafkaContinuousStream.planInputPartitions: partitions gone are data loss."""
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    records = payments(N)
+    kafka_broker.produce(source, records)
+    query = _start(spark, _spec(kafka_broker, source, sink, tmp_path / "ck"), f"q-{sink}")
+    try:
+        kafka_broker.wait_for_records(sink, set(flagged(records)), timeout=120)
+        kafka_broker.delete_topic(source)
+        message = _failure(query)
+    finally:
+        query.stop()
+    assert f"{source}-0" in message and "are gone" in message, message[-3000:]
