@@ -84,7 +84,8 @@ final class ReaderOptions implements Serializable {
     static ReaderOptions parse(CaseInsensitiveStringMap options) {
         Map<String, String> lower = new TreeMap<>();
         Map<String, String> kafka = new TreeMap<>();
-        for (Map.Entry<String, String> e : options.entrySet()) {
+        // Original case: Kafka's own settings are passed on as written (KafkaSourceProvider does the same).
+        for (Map.Entry<String, String> e : options.asCaseSensitiveMap().entrySet()) {
             String key = e.getKey().toLowerCase(Locale.ROOT);
             lower.put(key, e.getValue());
             if (key.startsWith("kafka.")) {
