@@ -206,3 +206,26 @@ def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_bro
     finally:
         query.stop()
     assert f"{source}-0" in message and "are gone" in message, message[-3000:]
+
+
+def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp_path):
+    """The consumers keep their positions while the broker is gone (SIGKILL, data kept) and poll on
+    when it is back; the driver's metadata timer keeps its last look meanwhile (no reconfiguration)."""
+    import time
+
+    broker = kafka_broker_factory()
+    source, sink = broker.create_topic("in", 2), broker.create_topic("out", 1)
+    before, after = payments(N), payments(N, start=N)
+    broker.produce(source, before)
+    query = _start(spark, _spec(broker, source, sink, tmp_path / "ck"), "q-broker-down")
+    try:
+        broker.wait_for_records(sink, set(flagged(before)), timeout=120)
+        broker.kill()
+        time.sleep(5)  # down for a while: every poll meanwhile finds no broker
+        broker.start()
+        broker.produce(source, after)
+        out = broker.wait_for_records(sink, set(flagged(before + after)), timeout=180)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(before + after)))
