@@ -8,6 +8,7 @@ Marked slow (not in CI's default run yet): `hack/test.sh tests/integration/test_
 from __future__ import annotations
 
 import signal
+import time
 from collections import Counter
 
 import pytest
@@ -211,8 +212,6 @@ def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_bro
 def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp_path):
     """The consumers keep their positions while the broker is gone (SIGKILL, data kept) and poll on
     when it is back; the driver's metadata timer keeps its last look meanwhile (no reconfiguration)."""
-    import time
-
     broker = kafka_broker_factory()
     source, sink = broker.create_topic("in", 2), broker.create_topic("out", 1)
     before, after = payments(N), payments(N, start=N)
