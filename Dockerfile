@@ -109,6 +109,8 @@ COPY jars/kafka/libs/*.jar /opt/kafka/libs/
 COPY jars/kafka/config/log4j2.properties /opt/kafka/config/log4j2.properties
 # The driver's write fence (jvm/fence): its Kafka records stop at its Lease deadline.
 COPY jars/fence/*.jar /opt/streamq/jars/fence/
+# streamq's continuous-mode Kafka source (jvm/reader): spec.source.kafka.reader: streamq.
+COPY jars/reader/*.jar /opt/streamq/jars/reader/
 COPY docker/entrypoint.sh /opt/streamq/bin/entrypoint
 
 ENV JAVA_HOME=/opt/java \
@@ -116,6 +118,7 @@ ENV JAVA_HOME=/opt/java \
     STREAMQ_JARS_DIR=/opt/streamq/jars/spark-kafka \
     STREAMQ_S3A_JARS_DIR=/opt/streamq/jars/s3a \
     STREAMQ_FENCE_JARS_DIR=/opt/streamq/jars/fence \
+    STREAMQ_READER_JARS_DIR=/opt/streamq/jars/reader \
     PYSPARK_PYTHON=/opt/streamq/venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/streamq/venv/bin/python \
     PATH=/opt/streamq/venv/bin:/opt/java/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -129,7 +132,7 @@ RUN chmod 0755 /opt/streamq/bin/entrypoint \
  && ln -s "$(python -c 'import app, os; print(os.path.dirname(app.__file__))')" /opt/streamq/app \
  && ls /opt/streamq/jars/spark-kafka/spark-sql-kafka-0-10_*.jar /opt/streamq/jars/spark-kafka/kafka-clients-*.jar \
       /opt/streamq/jars/s3a/hadoop-aws-*.jar /opt/streamq/jars/s3a/s3-2*.jar /opt/kafka/libs/kafka_2.13-*.jar \
-      /opt/streamq/jars/fence/streamq-fence.jar \
+      /opt/streamq/jars/fence/streamq-fence.jar /opt/streamq/jars/reader/streamq-reader.jar \
  && python -c 'import app, pyspark, kopf, kubernetes, confluent_kafka, obstore; print("pyspark", pyspark.__version__)' \
  && java -version \
  && test -x "$SPARK_HOME/bin/spark-class"

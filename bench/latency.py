@@ -6,7 +6,8 @@
         --conf spark.sql.streaming.continuous.executorPollIntervalMs=10     # an A/B side (bench/results/tuning/)
 
 Paths: ``baseline`` (producer -> broker -> consumer, no query: the floor), the job as
-it ships (``python -m app run`` on the fraud filter) in ``continuous``, ``realTime``
+it ships (``python -m app run`` on the fraud filter) in ``continuous`` (and ``continuousStreamq``: the
+same through streamq's own reader, ``source.kafka.reader: streamq``, jvm/reader), ``realTime``
 (5 s batches, the shortest Spark accepts by default:
 ``spark.sql.streaming.realTimeMode.minBatchDuration`` is 5000 ms), ``realTime30s`` and
 ``microBatch`` (interval 0), ``microBatchExactlyOnce`` (the same with ``sink.kafka.delivery:
@@ -82,12 +83,14 @@ TriggerOption = Annotated[Trigger, typer.Option("--mode", help="the trigger")]
 PATHS: dict[str, Any] = {
     "baseline": None,
     **TRIGGERS,
+    "continuousStreamq": TRIGGERS["continuous"],  # source.kafka.reader: streamq (jvm/reader, issue #43)
     "realTime30s": {"realTime": {"batchDuration": "30s"}},
     "microBatchExactlyOnce": TRIGGERS["microBatch"],
     "flink": "flink",
 }
 ALL_PATHS = list(PATHS)
 EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce"}  # sink.kafka.delivery exactlyOnce, read read_committed
+STREAMQ_READER_PATHS = {"continuousStreamq"}  # source.kafka.reader streamq
 
 # The fraud filter of the tests, with the source record's broker append time copied into
 # the output (``inTs``), so each latency splits at the broker on the way in.
@@ -179,6 +182,8 @@ class ModeRun:
                           location=self.workdir / "checkpoint", trigger=PATHS[self.mode], transforms=transforms)  # fmt: skip
         if self.args.conf:
             spec["runtime"]["sparkConf"] = dict(self.args.conf)
+        if self.mode in STREAMQ_READER_PATHS:
+            spec["source"]["kafka"]["reader"] = "streamq"
         if self.args.source_option:
             spec["source"]["kafka"]["options"] = dict(self.args.source_option)
         if self.args.sink_option:

@@ -15,6 +15,7 @@ IMG_DIR = ROOT / "docs" / "img"
 COLORS = {
     "baseline": "tab:gray",
     "continuous": "tab:blue",
+    "continuousStreamq": "tab:cyan",
     "realTime": "tab:green",
     "realTime30s": "tab:olive",
     "microBatch": "tab:red",

@@ -79,6 +79,7 @@ JARS_DIR_ENV = "STREAMQ_JARS_DIR"
 S3A_JARS_DIR_ENV = "STREAMQ_S3A_JARS_DIR"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:// checkpoints)
 WRITER_HEADER = "streamq.writer"  # a header on every record of a Kafka sink: the driver (pod) that wrote it
 FENCE_JARS_DIR_ENV = "STREAMQ_FENCE_JARS_DIR"  # the driver's write fence (jvm/fence, app/driver/write_fence.py)
+READER_JARS_DIR_ENV = "STREAMQ_READER_JARS_DIR"  # the streamq-kafka continuous source (jvm/reader, source.kafka.reader)
 # spec.runtime.sparkUI: the port the driver serves Spark's UI and metrics on (app.pipeline.session),
 # which the operator's <query>-ui Service and the driver container's spark-ui port point at.
 SPARK_UI_PORT = 4040

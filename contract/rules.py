@@ -276,6 +276,44 @@ def _kafka(spec: QuerySpec) -> Found:
         yield from _option_rules(sink.options, ".sink.kafka.options", OWNED_SINK_OPTIONS, KNOWN_SINK_OPTIONS)
 
 
+STREAMQ_READER_MODE = (
+    "reader streamq is streamq's continuous-mode Kafka source: use trigger continuous, or reader spark "
+    "(Spark's Kafka source) in {mode} mode"
+)
+# Options of Spark's source that streamq's reader does not implement (jvm/reader ReaderOptions refuses them too).
+SPARK_READER_ONLY = {
+    "startingoffsetsbytimestamp": "startingOffsetsByTimestamp",
+    "startingtimestamp": "startingTimestamp",
+    "startingoffsetsbytimestampstrategy": "startingOffsetsByTimestampStrategy",
+}
+
+
+def _kafka_reader(spec: QuerySpec) -> Found:
+    """``reader: streamq`` is a continuous-mode source (its table offers CONTINUOUS_READ only: Spark
+    itself would refuse it at start in the other modes, with a message that names no field)."""
+    kafka = spec.source.kafka
+    if kafka is None or kafka.effective_reader is not model.KafkaReader.STREAMQ:
+        return
+    if spec.mode is not Mode.CONTINUOUS:
+        yield ".source.kafka.reader", STREAMQ_READER_MODE.format(mode=spec.mode)
+    for key in kafka.options:
+        if key.lower() in SPARK_READER_ONLY:
+            yield (f".source.kafka.options.{key}",
+                   f"{SPARK_READER_ONLY[key.lower()]} is an option of Spark's Kafka source only: use startingOffsets, "
+                   "or reader spark")  # fmt: skip
+
+
+def _kafka_reader_cel() -> Cel:
+    streamq = (
+        f"has(self.source.kafka) && has(self.source.kafka.reader) && self.source.kafka.reader == '{model.KafkaReader.STREAMQ}'"
+    )
+    return Cel(
+        f"!({streamq}) || has(self.trigger.{Mode.CONTINUOUS})",
+        "reader streamq is streamq's continuous-mode Kafka source: use trigger continuous, or reader spark",
+        field_path=".source.kafka.reader",
+    )
+
+
 def _kafka_tls(spec: QuerySpec) -> Found:
     """SASL_PLAINTEXT says "no TLS": with tls set, one of the two is a mistake the client would not report."""
     for at, endpoint in ((".source.kafka", spec.source.kafka), (".sink.kafka", spec.sink.kafka)):
@@ -404,6 +442,7 @@ RULES: tuple[Rule, ...] = (
         (Cel("has(self.topics) != has(self.pattern)", "set exactly one of: topics, pattern", at=("source", "kafka")),),
     ),
     Rule("kafka-options", _kafka),
+    Rule("kafka-reader", _kafka_reader, (_kafka_reader_cel(),)),
     Rule("kafka-tls-protocol", _kafka_tls),
     Rule("transforms", _transforms),
     *(

@@ -202,6 +202,13 @@ BOOTSTRAP_DESCRIPTION = (
 )
 
 
+class KafkaReader(StrEnum):
+    """Which implementation reads the topics: Spark's Kafka source, or streamq's own continuous-mode one."""
+
+    SPARK = "spark"
+    STREAMQ = "streamq"
+
+
 class KafkaSource(Model):
     """Read Kafka topics (Spark's Kafka source). Each row has key and value (binary), topic, partition,
     offset, timestamp and timestampType; set exactly one of topics and pattern."""
@@ -232,6 +239,18 @@ class KafkaSource(Model):
     )  # fmt: skip
     auth: KafkaAuth | None = None
     tls: KafkaTls | None = Field(default=None, description=TLS_DESCRIPTION)
+    # None, not "spark", when unset: the stored form (and hash) of a spec written before this field existed stays the same.
+    reader: KafkaReader | None = Field(
+        default=None,
+        description="Which source reads the topics; unset: spark (Spark's Kafka source). streamq: streamq's own "
+        "continuous-mode source (jvm/reader), one consumer per partition that seeks once and then only polls; "
+        "continuous trigger only. Same rows, options and checkpoint offsets as Spark's, so a checkpoint moves "
+        "between the two; startingOffsetsByTimestamp and startingTimestamp are Spark's only.",
+    )
+
+    @property
+    def effective_reader(self) -> KafkaReader:
+        return self.reader or KafkaReader.SPARK
 
 
 class RateSource(Model):

@@ -33,7 +33,7 @@
 #            (installed with apt-get when missing).
 #
 # Inputs hashed: Dockerfile, .dockerignore, docker/, pyproject.toml, contract/, app/,
-# controller/ (sources, not caches), the Kafka connector, S3A, fence and broker jars, the base image,
+# controller/ (sources, not caches), the Kafka connector, S3A, fence, reader and broker jars, the base image,
 # the builder, the tag and the format.
 #
 # Environment:
@@ -60,6 +60,7 @@ S3A_JARS="$CACHE/jars/s3a"  # hadoop-aws and the AWS SDK modules S3A loads (s3a:
 KAFKA_VERSION="${KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$ROOT/hack/maven/kafka-broker/pom.xml" | head -n1)}"
 KAFKA_DIR="$CACHE/kafka/$KAFKA_VERSION"
 FENCE_JARS="$CACHE/jars/fence"  # the driver's write fence (jvm/fence)
+READER_JARS="$CACHE/jars/reader"  # the streamq-kafka continuous source (jvm/reader)
 
 NAME="${STREAMQ_IMAGE_NAME:-streamq}"
 VERSION="$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -n1)"
@@ -118,7 +119,7 @@ stage_context() { # stage_context <dir>
   for p in "${SOURCES[@]}"; do
     [[ -e "$ROOT/$p" ]] || die "$p missing in $ROOT"
   done
-  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a" "$ctx/jars/fence" "$ctx/jars/kafka/libs" "$ctx/jars/kafka/config"
+  rm -rf "$ctx"; mkdir -p "$ctx/jars/spark-kafka" "$ctx/jars/s3a" "$ctx/jars/fence" "$ctx/jars/reader" "$ctx/jars/kafka/libs" "$ctx/jars/kafka/config"
   tar -C "$ROOT" --exclude='__pycache__' --exclude='*.pyc' --exclude='.pytest_cache' --exclude='docker/*.md' \
     -cf - "${SOURCES[@]}" | tar -C "$ctx" -xf -
   cp -p "$JARS"/*.jar "$ctx/jars/spark-kafka/"
@@ -126,6 +127,7 @@ stage_context() { # stage_context <dir>
   cp -p "$KAFKA_DIR"/libs/*.jar "$ctx/jars/kafka/libs/"
   cp -p "$KAFKA_DIR"/config/log4j2.properties "$ctx/jars/kafka/config/"
   cp -p "$FENCE_JARS"/*.jar "$ctx/jars/fence/"
+  cp -p "$READER_JARS"/*.jar "$ctx/jars/reader/"
 }
 
 context_manifest() { # context_manifest <dir>: one line per file: path, executable bit, sha256
@@ -136,9 +138,10 @@ context_manifest() { # context_manifest <dir>: one line per file: path, executab
 ensure_jars() {
   if ! compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || [[ ! -f "$JARS/.complete" ]] ||
      ! compgen -G "$S3A_JARS/hadoop-aws-*.jar" >/dev/null || [[ ! -f "$S3A_JARS/.complete" ]] ||
-     [[ ! -f "$KAFKA_DIR/.complete" ]] || [[ ! -f "$FENCE_JARS/streamq-fence.jar" ]]; then
-    [[ "$MODE" != check ]] || { log "Kafka connector, S3A, fence or broker jars missing in $JARS, $S3A_JARS, $FENCE_JARS, $KAFKA_DIR"; exit 1; }
-    log "Kafka connector, S3A, fence or broker jars missing in $JARS, $S3A_JARS, $FENCE_JARS, $KAFKA_DIR: running hack/install-jars.sh"
+     [[ ! -f "$KAFKA_DIR/.complete" ]] || [[ ! -f "$FENCE_JARS/streamq-fence.jar" ]] ||
+     [[ ! -f "$READER_JARS/streamq-reader.jar" ]]; then
+    [[ "$MODE" != check ]] || { log "Kafka connector, S3A, fence, reader or broker jars missing in $JARS, $S3A_JARS, $FENCE_JARS, $READER_JARS, $KAFKA_DIR"; exit 1; }
+    log "Kafka connector, S3A, fence, reader or broker jars missing in $JARS, $S3A_JARS, $FENCE_JARS, $READER_JARS, $KAFKA_DIR: running hack/install-jars.sh"
     "$ROOT/hack/install-jars.sh"
   fi
   compgen -G "$JARS/spark-sql-kafka-0-10_*.jar" >/dev/null || die "no connector jars in $JARS after hack/install-jars.sh"

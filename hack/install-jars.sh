@@ -14,6 +14,9 @@
 #     jars/fence/streamq-fence.jar    the driver's write fence (jvm/fence: a Kafka partitioner that
 #                                     refuses records past the driver's Lease deadline), compiled
 #                                     here with javac against the connector's kafka-clients
+#     jars/reader/streamq-reader.jar  the continuous-mode Kafka source `streamq-kafka` (jvm/reader,
+#                                     source.kafka.reader: streamq), compiled here with javac against
+#                                     pyspark's jars and the connector's kafka-clients
 #     kafka/<version>/libs/*.jar      a Kafka broker (KRaft) with log4j2 logging
 #     kafka/<version>/config/log4j2.properties
 #     kafka/<version>/.complete       marker
@@ -251,10 +254,38 @@ install_fence() {
   log "fence: built $dest/streamq-fence.jar"
 }
 
+# ----------------------------------------------------------------- reader
+install_reader() {
+  local src="$ROOT/jvm/reader" dest="$CACHE/jars/reader"
+  local clients; clients="$(compgen -G "$CACHE/jars/spark-kafka/kafka-clients-*.jar" | head -n1)"
+  [[ -n "$clients" ]] || die "reader: no kafka-clients jar in $CACHE/jars/spark-kafka"
+  local pyjars; pyjars="$(find_pyspark_jars)"
+  [[ -n "$pyjars" && -d "$pyjars" ]] || die "reader: pyspark's jars not found (set PYTHON or PYSPARK_JARS): the reader compiles against them"
+  command -v javac >/dev/null || die "reader: javac not found (a JDK 17 is needed, not only a JRE)"
+  # Rebuilt when a source or resource changes, or the Spark or Kafka client it is compiled against.
+  local fp; fp="$(fingerprint /dev/null "clients=$(basename "$clients")" "pyspark=$(pyspark_version)" \
+    "sources=$(cd "$src" && find src resources -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")"
+  if is_complete "$dest" "$fp"; then
+    log "reader: complete, nothing to do ($dest)"
+    return
+  fi
+  local stage="$CACHE/jars/.reader.new"
+  rm -rf "$stage"; mkdir -p "$stage/classes"
+  # --release 17: the image's Java. pyspark's jars are the Spark the job runs (4.3.0): the DataSource V2 API.
+  javac --release 17 -nowarn -cp "$pyjars/*:$clients" -d "$stage/classes" $(find "$src/src" -name '*.java')
+  cp -r "$src/resources/." "$stage/classes/"
+  jar --create --file "$stage/streamq-reader.jar" -C "$stage/classes" .
+  rm -rf "$stage/classes"
+  printf '%s\n' "$fp" > "$stage/.complete"
+  rm -rf "$dest"; mv "$stage" "$dest"
+  log "reader: built $dest/streamq-reader.jar"
+}
+
 start=$SECONDS
 mkdir -p "$CACHE"
 install_spark_kafka
 install_s3a
 install_fence
+install_reader
 install_kafka
 log "done in $((SECONDS - start)) s; cache: $CACHE"

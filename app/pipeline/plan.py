@@ -10,7 +10,7 @@ from app.pipeline.exactly_once import ExactlyOnceSink, namespace_of
 from contract import QUERY_ENV, WRITER_HEADER
 from contract.exactly_once import source_group
 from contract.modes import Mode
-from contract.spec import QuerySpec, Transform, spark_interval
+from contract.spec import KafkaReader, QuerySpec, Transform, spark_interval
 
 
 def query_name(name: str, spec: QuerySpec) -> str:
@@ -50,6 +50,14 @@ def kafka_source_options(spec: QuerySpec) -> dict[str, str]:
 
 GROUP_OPTIONS = ("groupidprefix", "kafka.group.id")
 
+# spec.source.kafka.reader -> the DataSource name: Spark's Kafka source, or streamq's continuous-mode
+# one (jvm/reader, io.streamq.reader.StreamqKafkaProvider; its jar is on spark.jars: app.pipeline.session).
+SOURCE_FORMATS = {KafkaReader.SPARK: "kafka", KafkaReader.STREAMQ: "streamq-kafka"}
+
+
+def kafka_source_format(spec: QuerySpec) -> str:
+    return SOURCE_FORMATS[spec.source.kafka.effective_reader]
+
 
 def read_source(spark, spec: QuerySpec, starting_offsets: str | None = None):
     reader = spark.readStream
@@ -64,7 +72,7 @@ def read_source(spark, spec: QuerySpec, starting_offsets: str | None = None):
     options = kafka_source_options(spec)
     if starting_offsets is not None:
         options["startingOffsets"] = starting_offsets
-    return reader.format("kafka").options(**options).load()
+    return reader.format(kafka_source_format(spec)).options(**options).load()
 
 
 def apply_transform(df, step: Transform):

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.pipeline.credentials import s3a_hadoop_secrets
-from contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, POD_IP_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
+from contract import FENCE_JARS_DIR_ENV, JARS_DIR_ENV, POD_IP_ENV, READER_JARS_DIR_ENV, S3A_JARS_DIR_ENV, SPARK_UI_PORT
 from contract.checkpoint import local_path
 from contract.spec import QuerySpec
 
@@ -64,11 +64,18 @@ SPARK_UI_CONF = {
 
 
 def connector_jars() -> list[str]:
-    """Spark's Kafka connector jars, Hadoop's S3A filesystem with the AWS SDK modules it loads and
-    the driver's write fence, installed by hack/install-jars.sh (baked into the image)."""
+    """Spark's Kafka connector jars, Hadoop's S3A filesystem with the AWS SDK modules it loads, the
+    driver's write fence and streamq's own continuous Kafka source (``streamq-kafka``, jvm/reader),
+    installed by hack/install-jars.sh (baked into the image)."""
     cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
     found: list[str] = []
-    for env, default in ((JARS_DIR_ENV, "spark-kafka"), (S3A_JARS_DIR_ENV, "s3a"), (FENCE_JARS_DIR_ENV, "fence")):
+    folders = (
+        (JARS_DIR_ENV, "spark-kafka"),
+        (S3A_JARS_DIR_ENV, "s3a"),
+        (FENCE_JARS_DIR_ENV, "fence"),
+        (READER_JARS_DIR_ENV, "reader"),
+    )
+    for env, default in folders:
         folder = Path(os.environ.get(env) or cache / "jars" / default)
         found += sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
     return found

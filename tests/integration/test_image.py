@@ -155,6 +155,7 @@ def test_image_config_runs_as_non_root_through_tini_and_our_entrypoint(container
     assert env["STREAMQ_JARS_DIR"] == "/opt/streamq/jars/spark-kafka"
     assert env["STREAMQ_S3A_JARS_DIR"] == "/opt/streamq/jars/s3a"
     assert env["STREAMQ_FENCE_JARS_DIR"] == "/opt/streamq/jars/fence"
+    assert env["STREAMQ_READER_JARS_DIR"] == "/opt/streamq/jars/reader"
     assert env["SPARK_HOME"] and env["JAVA_HOME"]
 
     whoami = container.run("id", "-u")
@@ -169,7 +170,7 @@ def test_image_has_java_17_python_and_no_build_tools(container):
     assert tools.stdout.strip() == "", f"build tools in the runtime image: {tools.stdout}"
 
 
-def test_job_finds_the_kafka_connector_s3a_and_fence_jars(container):
+def test_job_finds_the_kafka_connector_s3a_fence_and_reader_jars(container):
     probe = container.run(
         "python", "-c", "import json; from app.pipeline.session import connector_jars; print(json.dumps(connector_jars()))"
     )
@@ -181,7 +182,9 @@ def test_job_finds_the_kafka_connector_s3a_and_fence_jars(container):
     assert any(j.startswith("hadoop-aws-") for j in jars) and any(j.startswith("s3-2.") for j in jars), jars
     assert not any(j.startswith("bundle-") for j in jars), jars  # the AWS SDK's 686 MB bundle stays out
     assert "streamq-fence.jar" in jars, jars  # the driver's write fence (jvm/fence)
-    assert all(p.startswith(("/opt/streamq/jars/spark-kafka/", "/opt/streamq/jars/s3a/", "/opt/streamq/jars/fence/"))
+    assert "streamq-reader.jar" in jars, jars  # the streamq-kafka continuous source (jvm/reader)
+    assert all(p.startswith(("/opt/streamq/jars/spark-kafka/", "/opt/streamq/jars/s3a/", "/opt/streamq/jars/fence/",
+                             "/opt/streamq/jars/reader/"))
                for p in paths), paths  # fmt: skip
 
 

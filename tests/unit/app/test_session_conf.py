@@ -12,6 +12,7 @@ def test_slots_and_user_conf(monkeypatch, tmp_path):
     monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path))
     monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "none"))
     monkeypatch.setenv("STREAMQ_FENCE_JARS_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("STREAMQ_READER_JARS_DIR", str(tmp_path / "none"))
     spec = validate_spec(with_change(query_spec(), "runtime", {"parallelism": 6, "sparkConf": {"spark.ui.enabled": "true"}}))
     conf = session.spark_conf(spec)
     assert conf["spark.master"] == "local[6]"
@@ -64,14 +65,20 @@ def test_spark_ui_is_off_unless_the_spec_asks_then_serves_ui_and_metrics_on_4040
     assert f"metrics_{conf['spark.metrics.namespace']}_driver_spark_streaming_" in relabel
 
 
-def test_the_s3a_and_fence_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
-    jars = {"kafka": "spark-sql-kafka.jar", "s3a": "hadoop-aws-3.5.0.jar", "fence": "streamq-fence.jar"}
+def test_the_s3a_fence_and_reader_jars_go_on_spark_jars_after_the_kafka_ones(monkeypatch, tmp_path):
+    jars = {
+        "kafka": "spark-sql-kafka.jar",
+        "s3a": "hadoop-aws-3.5.0.jar",
+        "fence": "streamq-fence.jar",
+        "reader": "streamq-reader.jar",
+    }
     for folder, jar in jars.items():
         (tmp_path / folder).mkdir()
         (tmp_path / folder / jar).write_text("")
     monkeypatch.setenv("STREAMQ_JARS_DIR", str(tmp_path / "kafka"))
     monkeypatch.setenv("STREAMQ_S3A_JARS_DIR", str(tmp_path / "s3a"))
     monkeypatch.setenv("STREAMQ_FENCE_JARS_DIR", str(tmp_path / "fence"))
+    monkeypatch.setenv("STREAMQ_READER_JARS_DIR", str(tmp_path / "reader"))
     assert session.connector_jars() == [str(tmp_path / folder / jar) for folder, jar in jars.items()]
 
 

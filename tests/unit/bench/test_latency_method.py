@@ -92,6 +92,7 @@ def test_a_real_time_window_holds_whole_batches_and_at_least_two():
     assert measured_seconds(PATHS["realTime"], 12) == 15  # 5 s batches: 3 whole, not 2.4
     assert measured_seconds(PATHS["realTime30s"], 12) == 60  # 30 s batches: two boundaries, wherever it falls
     assert measured_seconds(PATHS["continuous"], 12) == 12
+    assert measured_seconds(PATHS["continuousStreamq"], 12) == 12  # the same trigger, streamq's reader
     assert measured_seconds(PATHS["microBatch"], 12) == 12
     assert measured_seconds(PATHS["baseline"], 12) == measured_seconds(PATHS["flink"], 12) == 12
 

@@ -1,0 +1,230 @@
+"""streamq's own continuous-mode Kafka source (jvm/reader, spec.source.kafka.reader: streamq) on a
+real broker: the fraud filter's exact output, a checkpoint handed from Spark's reader to it and
+back, a SIGKILL mid-stream, and partitions added while it runs (issue #43).
+
+Marked slow (not in CI's default run yet): `hack/test.sh tests/integration/test_streamq_reader.py -m slow`.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from app.checkpoints.reader import read_checkpoint
+from app.pipeline.plan import build_dataframe, build_writer
+from contract import ExitCode
+from contract.load import validate_spec
+from testbed.jobs import JobProcess, SteadyProducer
+from testbed.specs import flagged, payments, query_spec, write_resource
+from testbed.wait import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+CONTINUOUS = {"continuous": {"checkpointInterval": "500ms"}}
+N = 90
+
+
+def _spec(broker, source, sink, location, reader: str | None = "streamq") -> dict:
+    spec = query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=location, trigger=CONTINUOUS)
+    if reader is not None:
+        spec["source"]["kafka"]["reader"] = reader
+    return spec
+
+
+def _start(spark, spec_dict, name: str):
+    spec = validate_spec(spec_dict)
+    return build_writer(build_dataframe(spark, spec), name, spec).start()
+
+
+def _exact(out: list, expected: set) -> None:
+    """The hidden fraud checks' shape: every flagged payment once or more, none wrong."""
+    assert not expected - set(out), f"{len(expected - set(out))} flagged payments missing"
+    assert set(out) <= expected, f"records that are not flagged payments: {sorted(set(out) - expected)[:5]}"
+
+
+def _wait_until_all_committed(checkpoint, broker, topic, timeout=120) -> dict[int, int]:
+    """The checkpoint's last commit holds the end of every partition (read as `streamq checkpoint inspect` reads it)."""
+    ends = broker.end_offsets(topic)
+    wait_for(lambda: read_checkpoint(checkpoint).kafka_offsets().get(topic) == ends, timeout,
+             lambda: f"a commit at {ends}; the checkpoint holds {read_checkpoint(checkpoint).kafka_offsets()}")  # fmt: skip
+    return ends
+
+
+def test_fraud_filter_exact_output_through_the_streamq_reader(spark, kafka_broker, kafka_topic, tmp_path):
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    records = payments(N)
+    kafka_broker.produce(source, records)
+    expected = sorted(flagged(records))
+    query = _start(spark, _spec(kafka_broker, source, sink, tmp_path / "ck"), f"q-{sink}")
+    try:
+        out = kafka_broker.consume_all(sink, timeout=120, expected_count=len(expected), decode=True)
+        assert query.exception() is None, query.exception()
+        after = kafka_broker.consume_all(sink, timeout=3, decode=True)  # anything beyond would be a bug
+        progress = wait_for(lambda: query.lastProgress, 30, "a progress report")
+        assert progress["sources"][0]["description"].startswith("StreamqKafkaSource["), progress["sources"]
+    finally:
+        query.stop()
+    assert sorted(out) == expected
+    assert len(after) == len(expected), "records beyond the flagged ones were written"
+
+
+def test_a_checkpoint_moves_from_sparks_reader_to_streamq_and_back(spark, kafka_broker, kafka_topic, tmp_path):
+    """Both readers write Spark's KafkaSourceOffset JSON: each resumes where the other committed,
+    re-reading nothing it committed (the spec's startingOffsets, earliest, is not read again)."""
+    source, sink, ck = kafka_topic(partitions=2), kafka_topic(), tmp_path / "ck"
+    sent: list = []
+    for run, reader in enumerate(("spark", "streamq", "spark")):
+        batch = payments(N, start=run * N)
+        kafka_broker.produce(source, batch)
+        sent += batch
+        query = _start(spark, _spec(kafka_broker, source, sink, ck, reader=reader), f"q-{sink}-{run}")
+        try:
+            out = kafka_broker.wait_for_records(sink, set(flagged(sent)), timeout=120)
+            ends = _wait_until_all_committed(ck, kafka_broker, source)
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+        _exact(out, set(flagged(sent)))
+        duplicates = sum(n - 1 for n in Counter(out).values())
+        assert duplicates == 0, f"run {run} ({reader}) read again {duplicates} records the previous run had committed"
+        assert sum(ends.values()) == len(sent)
+
+
+def test_sigkill_mid_stream_loses_nothing(kafka_broker, kafka_topic, tmp_path):
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    spec_path = write_resource(tmp_path / "q.yaml", "reader", _spec(kafka_broker, source, sink, tmp_path / "ck"))
+    producer = SteadyProducer(kafka_broker, source)
+    producer.start()
+    first = JobProcess(spec_path, tmp_path)
+    try:
+        wait_for(lambda: sum(read_checkpoint(tmp_path / "ck").kafka_offsets().get(source, {}).values()) >= 100, 300,
+                 lambda: f"100 input records committed:\n{first.log()[-3000:]}")  # fmt: skip
+        first.kill_all()
+        first.wait(30)
+    finally:
+        first.stop()
+    sent = len(producer.sent)
+    wait_for(lambda: len(producer.sent) >= sent + 30, 30, "30 payments while the job is down")
+    second = JobProcess(spec_path, tmp_path)
+    try:
+        second.wait_for_record(lambda r: r["batchId"] is not None, 300, "a commit of the resumed job")
+        producer.stop()
+        expected = set(flagged(producer.sent))
+        out = kafka_broker.wait_for_records(sink, expected, timeout=120)
+    finally:
+        second.signal(signal.SIGTERM)
+        code = second.wait(60)
+        second.stop()
+        producer.stop()
+    _exact(out, expected)
+    assert code == ExitCode.OK, second.log()[-3000:]
+    print(f"SIGKILL: {len(producer.sent)} payments, {len(expected)} flagged, {len(out)} written, "
+          f"{sum(n - 1 for n in Counter(out).values())} duplicates")  # fmt: skip
+
+
+def test_partitions_added_while_running_are_read_from_their_start(spark, kafka_broker, kafka_topic, tmp_path):
+    """As Spark's KafkaContinuousStream: needsReconfiguration sees the new partition, Spark plans
+    again, and the new partition starts at its earliest offset."""
+    from confluent_kafka.admin import NewPartitions
+
+    source, sink = kafka_topic(partitions=1), kafka_topic()
+    first = payments(N)
+    kafka_broker.produce(source, first, partition=0)
+    query = _start(spark, _spec(kafka_broker, source, sink, tmp_path / "ck"), f"q-{sink}")
+    try:
+        kafka_broker.wait_for_records(sink, set(flagged(first)), timeout=120)
+        kafka_broker.admin().create_partitions([NewPartitions(source, 2)])[source].result(timeout=30)
+        wait_for(lambda: len(kafka_broker.end_offsets(source)) == 2, 30, "the second partition")
+        second = payments(N, start=N)
+        kafka_broker.produce(source, second, partition=1)
+        out = kafka_broker.wait_for_records(sink, set(flagged(first + second)), timeout=120)
+        ends = _wait_until_all_committed(tmp_path / "ck", kafka_broker, source)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(first + second)))
+    assert ends == {0: N, 1: N}
+
+
+def _failure(query, timeout=120) -> str:
+    wait_for(lambda: query.exception() is not None, timeout, "the query to fail")
+    return str(query.exception())
+
+
+def test_records_deleted_under_the_checkpoint_fail_the_query_or_are_skipped(spark, kafka_broker, kafka_topic, tmp_path):
+    """No ListOffsets on the hot path, yet data loss is seen: the consumer's auto.offset.reset=none
+    turns the broker's OFFSET_OUT_OF_RANGE into an error (KafkaPartitionReader.outOfRange)."""
+    from confluent_kafka import TopicPartition
+
+    source, sink, ck = kafka_topic(partitions=1), kafka_topic(), tmp_path / "ck"
+    first, second = payments(N), payments(N, start=N)
+    kafka_broker.produce(source, first)
+    query = _start(spark, _spec(kafka_broker, source, sink, ck), f"q-{sink}-0")
+    try:
+        kafka_broker.wait_for_records(sink, set(flagged(first)), timeout=120)
+        _wait_until_all_committed(ck, kafka_broker, source)
+    finally:
+        query.stop()
+    kafka_broker.produce(source, second)
+    cut = N + N // 2  # the checkpoint resumes at N: [N, cut) is deleted (retention or deleteRecords)
+    for future in kafka_broker.admin().delete_records([TopicPartition(source, 0, cut)]).values():
+        future.result(timeout=30)
+
+    query = _start(spark, _spec(kafka_broker, source, sink, ck), f"q-{sink}-1")  # failOnDataLoss: true (default)
+    try:
+        message = _failure(query)
+    finally:
+        query.stop()
+    assert f"Cannot fetch offset {N} of {source}-0" in message, message[-3000:]
+    assert "failOnDataLoss" in message
+
+    skipping = _spec(kafka_broker, source, sink, ck)
+    skipping["source"]["kafka"]["options"] = {"failOnDataLoss": "false"}
+    query = _start(spark, skipping, f"q-{sink}-2")
+    try:
+        kept = set(flagged(first + second[N // 2 :]))
+        out = kafka_broker.wait_for_records(sink, kept, timeout=120)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(first + second)))
+    assert not set(out) & set(flagged(second[: N // 2])), "deleted records came out"
+
+
+def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_broker, kafka_topic, tmp_path):
+    """As Spark's KafkaContinuousStream.planInputPartitions: partitions gone are data loss."""
+    source, sink = kafka_topic(partitions=2), kafka_topic()
+    records = payments(N)
+    kafka_broker.produce(source, records)
+    query = _start(spark, _spec(kafka_broker, source, sink, tmp_path / "ck"), f"q-{sink}")
+    try:
+        kafka_broker.wait_for_records(sink, set(flagged(records)), timeout=120)
+        kafka_broker.delete_topic(source)
+        message = _failure(query)
+    finally:
+        query.stop()
+    assert f"{source}-0" in message and "are gone" in message, message[-3000:]
+
+
+def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp_path):
+    """The consumers keep their positions while the broker is gone (SIGKILL, data kept) and poll on
+    when it is back; the driver's metadata timer keeps its last look meanwhile (no reconfiguration)."""
+    broker = kafka_broker_factory()
+    source, sink = broker.create_topic("in", 2), broker.create_topic("out", 1)
+    before, after = payments(N), payments(N, start=N)
+    broker.produce(source, before)
+    query = _start(spark, _spec(broker, source, sink, tmp_path / "ck"), "q-broker-down")
+    try:
+        broker.wait_for_records(sink, set(flagged(before)), timeout=120)
+        broker.kill()
+        time.sleep(5)  # down for a while: every poll meanwhile finds no broker
+        broker.start()
+        broker.produce(source, after)
+        out = broker.wait_for_records(sink, set(flagged(before + after)), timeout=180)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(before + after)))
