@@ -231,54 +231,49 @@ install_kafka() {
   list_jars "$dest/libs"
 }
 
-# ------------------------------------------------------------------ fence
-install_fence() {
-  local src="$ROOT/jvm/fence/src" dest="$CACHE/jars/fence"
-  local clients; clients="$(compgen -G "$CACHE/jars/spark-kafka/kafka-clients-*.jar" | head -n1)"
-  [[ -n "$clients" ]] || die "fence: no kafka-clients jar in $CACHE/jars/spark-kafka"
-  command -v javac >/dev/null || die "fence: javac not found (a JDK 17 is needed, not only a JRE)"
-  local fp; fp="$(fingerprint /dev/null "clients=$(basename "$clients")" \
-    "sources=$(cd "$src" && find . -name '*.java' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")"
+# ------------------------------------------------------------ fence, reader
+# javac_jar <name> <fingerprint> <classpath> <sources> [<resources>]: $CACHE/jars/<name>/streamq-<name>.jar,
+# unless it is complete for <fingerprint>. --release 17: the image's Java; the classes load in the driver's JVM.
+javac_jar() {
+  local name=$1 fp=$2 classpath=$3 src=$4 resources=${5:-} dest="$CACHE/jars/$1"
   if is_complete "$dest" "$fp"; then
-    log "fence: complete, nothing to do ($dest)"
+    log "$name: complete, nothing to do ($dest)"
     return
   fi
-  local stage="$CACHE/jars/.fence.new"
+  local stage="$CACHE/jars/.$name.new"
   rm -rf "$stage"; mkdir -p "$stage/classes"
-  # --release 17: the image's Java; the classes must load in the driver's JVM there.
-  javac --release 17 -nowarn -cp "$clients" -d "$stage/classes" $(find "$src" -name '*.java')
-  jar --create --file "$stage/streamq-fence.jar" -C "$stage/classes" .
+  javac --release 17 -nowarn -cp "$classpath" -d "$stage/classes" $(find "$src" -name '*.java')
+  [[ -z "$resources" ]] || cp -r "$resources/." "$stage/classes/"
+  jar --create --file "$stage/streamq-$name.jar" -C "$stage/classes" .
   rm -rf "$stage/classes"
   printf '%s\n' "$fp" > "$stage/.complete"
   rm -rf "$dest"; mv "$stage" "$dest"
-  log "fence: built $dest/streamq-fence.jar"
+  log "$name: built $dest/streamq-$name.jar"
 }
 
-# ----------------------------------------------------------------- reader
-install_reader() {
-  local src="$ROOT/jvm/reader" dest="$CACHE/jars/reader"
+kafka_clients_jar() { # the kafka-clients jar the connector came with (both jars compile against it)
   local clients; clients="$(compgen -G "$CACHE/jars/spark-kafka/kafka-clients-*.jar" | head -n1)"
-  [[ -n "$clients" ]] || die "reader: no kafka-clients jar in $CACHE/jars/spark-kafka"
+  [[ -n "$clients" ]] || die "$1: no kafka-clients jar in $CACHE/jars/spark-kafka"
+  command -v javac >/dev/null || die "$1: javac not found (a JDK 17 is needed, not only a JRE)"
+  printf '%s\n' "$clients"
+}
+
+install_fence() { # the driver's write fence: a Kafka partitioner
+  local src="$ROOT/jvm/fence/src" clients; clients="$(kafka_clients_jar fence)"
+  javac_jar fence "$(fingerprint /dev/null "clients=$(basename "$clients")" \
+    "sources=$(cd "$src" && find . -name '*.java' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")" \
+    "$clients" "$src"
+}
+
+install_reader() { # streamq-kafka, the continuous-mode source
+  local src="$ROOT/jvm/reader" clients; clients="$(kafka_clients_jar reader)"
   local pyjars; pyjars="$(find_pyspark_jars)"
   [[ -n "$pyjars" && -d "$pyjars" ]] || die "reader: pyspark's jars not found (set PYTHON or PYSPARK_JARS): the reader compiles against them"
-  command -v javac >/dev/null || die "reader: javac not found (a JDK 17 is needed, not only a JRE)"
-  # Rebuilt when a source or resource changes, or the Spark or Kafka client it is compiled against.
-  local fp; fp="$(fingerprint /dev/null "clients=$(basename "$clients")" "pyspark=$(pyspark_version)" \
-    "sources=$(cd "$src" && find src resources -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")"
-  if is_complete "$dest" "$fp"; then
-    log "reader: complete, nothing to do ($dest)"
-    return
-  fi
-  local stage="$CACHE/jars/.reader.new"
-  rm -rf "$stage"; mkdir -p "$stage/classes"
-  # --release 17: the image's Java. pyspark's jars are the Spark the job runs (4.3.0): the DataSource V2 API.
-  javac --release 17 -nowarn -cp "$pyjars/*:$clients" -d "$stage/classes" $(find "$src/src" -name '*.java')
-  cp -r "$src/resources/." "$stage/classes/"
-  jar --create --file "$stage/streamq-reader.jar" -C "$stage/classes" .
-  rm -rf "$stage/classes"
-  printf '%s\n' "$fp" > "$stage/.complete"
-  rm -rf "$dest"; mv "$stage" "$dest"
-  log "reader: built $dest/streamq-reader.jar"
+  # Rebuilt when a source or resource changes, or the Spark or Kafka client it is compiled against;
+  # pyspark's jars are the Spark the job runs (4.3.0): the DataSource V2 API.
+  javac_jar reader "$(fingerprint /dev/null "clients=$(basename "$clients")" "pyspark=$(pyspark_version)" \
+    "sources=$(cd "$src" && find src resources -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)")" \
+    "$pyjars/*:$clients" "$src/src" "$src/resources"
 }
 
 start=$SECONDS
