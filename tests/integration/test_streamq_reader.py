@@ -1,6 +1,7 @@
 """streamq's own continuous-mode Kafka source (jvm/reader, spec.source.kafka.reader: streamq) on a
 real broker: the fraud filter's exact output, a checkpoint handed from Spark's reader to it and
-back, a SIGKILL mid-stream, and partitions added while it runs (issue #43).
+back, a SIGKILL mid-stream, partitions added while it runs, records or a topic deleted
+(failOnDataLoss), the broker down and back, and SASL credentials from the Secret (issue #43).
 
 Marked slow (not in CI's default run yet): `hack/test.sh tests/integration/test_streamq_reader.py -m slow`.
 """
@@ -20,6 +21,7 @@ from contract.load import validate_spec
 from testbed.jobs import JobProcess, SteadyProducer
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for
+from tests.integration import test_job_credentials as creds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -235,3 +237,32 @@ def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp
     finally:
         query.stop()
     _exact(out, set(flagged(before + after)))
+
+
+sasl_broker = creds.sasl_broker  # the fixture: a broker whose second listener asks SASL/PLAIN
+
+
+def test_sasl_credentials_from_the_secret_reach_its_consumers_and_admin_client(sasl_broker, tmp_path):
+    """The job turns the Secret into kafka.sasl.* options (app/pipeline/credentials.py); the reader
+    hands them to its Admin client (the driver) and its consumers (the tasks) as Spark's source does."""
+    broker, sasl_bootstrap = sasl_broker
+    broker.create_topic("payments", 2)
+    broker.create_topic("flagged", 1)
+    records = payments(60)
+    broker.produce("payments", records)
+    spec = _spec(broker, "payments", "flagged", tmp_path / "ck")
+    auth = {"mechanism": "PLAIN", "securityProtocol": "SASL_PLAINTEXT", "secretRef": {"name": "kafka-creds"}}
+    for end in ("source", "sink"):
+        spec[end]["kafka"]["bootstrapServers"] = sasl_bootstrap
+        spec[end]["kafka"]["auth"] = auth
+    path = write_resource(tmp_path / "q.yaml", "sasl", spec)
+    job = JobProcess(path, tmp_path, env={"STREAMQ_SECRETS_DIR": str(creds._secret(tmp_path, creds.PASSWORD))})
+    try:
+        expected = sorted(flagged(records))
+        out = broker.consume_all("flagged", timeout=150, expected_count=len(expected), decode=True)
+        assert sorted(out) == expected, job.log()[-3000:]
+        job.signal(signal.SIGTERM)
+        assert job.wait(60) == ExitCode.OK
+    finally:
+        job.stop()
+    assert creds.PASSWORD not in job.log()
