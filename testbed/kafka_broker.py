@@ -530,7 +530,8 @@ class KafkaBroker:
         return name
 
     def delete_topic(self, name: str, timeout: float = 30) -> None:
-        self.admin().delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
+        admin = self.admin()  # held until the result: a client collected mid-call fails its futures (_DESTROY)
+        admin.delete_topics([name], operation_timeout=timeout)[name].result(timeout=timeout)
 
     def list_topics(self, timeout: float = 10) -> set[str]:
         return {t for t in self.admin().list_topics(timeout=timeout).topics if not t.startswith("__")}
