@@ -23,9 +23,10 @@
 #   STREAMQ_ETCD_VERSION   etcd version (default: what that Kubernetes pins in hack/lib/etcd.sh)
 #   STREAMQ_HELM_VERSION   helm v3 version
 #   STREAMQ_GOTOOLCHAIN    GOTOOLCHAIN for the builds (default: local, the installed go)
-#   STREAMQ_KUBELET_CGO    1 (default, as upstream) links kubelet with cgo; 0 builds it
-#                          static, which reuses the compile cache of the other
-#                          binaries and so builds faster
+#   STREAMQ_KUBELET_CGO    0 (default) builds kubelet static, in the same `go build` as
+#                          the other node components; 1 links it with cgo, which
+#                          compiles nearly every package again (cgo changes `net`,
+#                          and with it the build ID of everything that imports it)
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` is refused because that module has
 # replace directives (its staging modules are v0.0.0 + replace). So this script
@@ -293,8 +294,18 @@ if [[ ${#group[@]} -gt 0 ]]; then
   timed "${group[*]}" build_kube 0 "${group[@]}"
 fi
 
+# The node's components in one `go build`: static, they share every compiled package with
+# kube-apiserver's build. A cgo kubelet (as upstream links it) shares almost none, and took
+# 155-306 s of a cold run on its own (bench/results/ci-cold-20261126.txt).
+kubelet_cgo=${STREAMQ_KUBELET_CGO:-0}
+if [[ $kubelet_cgo == 1 ]] && ! command -v "${CC:-cc}" >/dev/null 2>&1; then
+  log "no C compiler: building kubelet with CGO_ENABLED=0"
+  kubelet_cgo=0
+fi
 group=()
-for c in kube-controller-manager kube-scheduler kube-proxy; do missing "$c" && group+=("$c"); done
+node=(kube-controller-manager kube-scheduler kube-proxy)
+[[ $kubelet_cgo == 0 ]] && node+=(kubelet)
+for c in "${node[@]}"; do missing "$c" && group+=("$c"); done
 if [[ ${#group[@]} -gt 0 ]]; then
   prepare_kube
   timed "${group[*]}" build_kube 0 "${group[@]}"
@@ -302,13 +313,7 @@ fi
 
 if missing kubelet; then
   prepare_kube
-  # Upstream links kubelet with cgo; fall back to a static build without a C compiler.
-  kubelet_cgo=${STREAMQ_KUBELET_CGO:-1}
-  if [[ $kubelet_cgo == 1 ]] && ! command -v "${CC:-cc}" >/dev/null 2>&1; then
-    log "no C compiler: building kubelet with CGO_ENABLED=0"
-    kubelet_cgo=0
-  fi
-  timed kubelet build_kube "$kubelet_cgo" kubelet
+  timed kubelet build_kube 1 kubelet
 fi
 
 if missing helm; then timed helm build_helm; fi

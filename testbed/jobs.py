@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from testbed.specs import payments
 from testbed.wait import wait_for
@@ -153,3 +154,31 @@ class JobProcess:
     def _check_alive(self, what: str) -> None:
         if self.proc.poll() is not None:
             raise AssertionError(f"job exited with {self.proc.returncode} before {what}:\n{self.log()[-4000:]}")
+
+
+class Resumed(NamedTuple):
+    out: list
+    expected: set
+    exit_code: int
+    log: str
+
+
+def resume_and_collect(spec_path: Path, workdir: Path, producer: SteadyProducer, broker, sink: str,
+                       expected_of) -> Resumed:  # fmt: skip
+    """Start the job again after a stop while ``producer`` still sends: 30 more payments arrive while
+    it is down, then its own first commit (progress.json may still hold the last run's), then every
+    record ``expected_of(sent)`` names in ``sink``, then a SIGTERM."""
+    sent = len(producer.sent)
+    wait_for(lambda: len(producer.sent) >= sent + 30, 30, "30 payments while the job is down")
+    job = JobProcess(spec_path, workdir)
+    try:
+        job.wait_for_record(lambda r: r["batchId"] is not None, 300, "a commit of the resumed job")
+        producer.stop()
+        expected = set(expected_of(producer.sent))
+        out = broker.wait_for_records(sink, expected, timeout=120)
+    finally:
+        job.signal(signal.SIGTERM)
+        code = job.wait(60)
+        job.stop()
+        producer.stop()
+    return Resumed(out, expected, code, job.log())

@@ -9,7 +9,7 @@ import pytest
 
 from app.checkpoints.reader import read_checkpoint
 from contract import ExitCode
-from testbed.jobs import JobProcess, SteadyProducer
+from testbed.jobs import JobProcess, SteadyProducer, resume_and_collect
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for
 
@@ -54,20 +54,8 @@ def test_restart_resumes_from_checkpoint(kafka_broker, kafka_topic, tmp_path, ho
     committed_flagged = {r for r, (p, o) in sent_so_far if o < committed.get(p, 0)} & set(flagged(producer.sent))
     # Only what the first run wrote after its last committed epoch may be written again.
     replay_bound = len(output_of_first_run) - len(committed_flagged)
-    sent = len(producer.sent)  # more input arrives while the job is down
-    wait_for(lambda: len(producer.sent) >= sent + 30, 30, "30 payments while the job is down")
-    second = JobProcess(spec_path, tmp_path)
-    try:
-        # its own commit (progress.json still holds the first run's)
-        second.wait_for_record(lambda r: r["batchId"] is not None, 300, "a commit of the resumed job")
-        producer.stop()
-        expected = set(flagged(producer.sent))
-        out = kafka_broker.wait_for_records(sink, expected, timeout=120)
-    finally:
-        second.signal(signal.SIGTERM)
-        second.wait(60)
-        second.stop()
-        producer.stop()
+    # more input arrives while the job is down; the resumed job's own commit, then every flagged payment
+    out, expected, _, _ = resume_and_collect(spec_path, tmp_path, producer, kafka_broker, sink, flagged)
     missing = expected - set(out)
     duplicates = sum(n - 1 for n in Counter(out).values())
     print(

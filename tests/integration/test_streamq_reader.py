@@ -3,7 +3,9 @@ real broker: the fraud filter's exact output, a checkpoint handed from Spark's r
 back, a SIGKILL mid-stream, partitions added while it runs, records or a topic deleted
 (failOnDataLoss), the broker down and back, and SASL credentials from the Secret (issue #43).
 
-Marked slow (not in CI's default run yet): `hack/test.sh tests/integration/test_streamq_reader.py -m slow`.
+The integration tier runs what issue #43 names (the exact output, the checkpoint handed over and
+back, a SIGKILL, partitions added); the failure paths are marked slow:
+`hack/test.sh tests/integration/test_streamq_reader.py -m slow`.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from app.checkpoints.reader import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
 from contract import ExitCode
 from contract.load import validate_spec
-from testbed.jobs import JobProcess, SteadyProducer
+from testbed.jobs import JobProcess, SteadyProducer, resume_and_collect
 from testbed.specs import flagged, payments, query_spec, write_resource
 from testbed.wait import wait_for
 from tests.integration import test_job_credentials as creds
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 CONTINUOUS = {"continuous": {"checkpointInterval": "500ms"}}
 N = 90
@@ -108,21 +110,9 @@ def test_sigkill_mid_stream_loses_nothing(kafka_broker, kafka_topic, tmp_path):
         first.wait(30)
     finally:
         first.stop()
-    sent = len(producer.sent)
-    wait_for(lambda: len(producer.sent) >= sent + 30, 30, "30 payments while the job is down")
-    second = JobProcess(spec_path, tmp_path)
-    try:
-        second.wait_for_record(lambda r: r["batchId"] is not None, 300, "a commit of the resumed job")
-        producer.stop()
-        expected = set(flagged(producer.sent))
-        out = kafka_broker.wait_for_records(sink, expected, timeout=120)
-    finally:
-        second.signal(signal.SIGTERM)
-        code = second.wait(60)
-        second.stop()
-        producer.stop()
+    out, expected, code, log = resume_and_collect(spec_path, tmp_path, producer, kafka_broker, sink, flagged)
     _exact(out, expected)
-    assert code == ExitCode.OK, second.log()[-3000:]
+    assert code == ExitCode.OK, log[-3000:]
     print(f"SIGKILL: {len(producer.sent)} payments, {len(expected)} flagged, {len(out)} written, "
           f"{sum(n - 1 for n in Counter(out).values())} duplicates")  # fmt: skip
 
@@ -162,6 +152,7 @@ def _failure(query, timeout=120) -> str:
     return "\n".join(messages)
 
 
+@pytest.mark.slow
 def test_records_deleted_under_the_checkpoint_fail_the_query_or_are_skipped(spark, kafka_broker, kafka_topic, tmp_path):
     """No ListOffsets on the hot path, yet data loss is seen: the consumer's auto.offset.reset=none
     turns the broker's OFFSET_OUT_OF_RANGE into an error (KafkaPartitionReader.outOfRange)."""
@@ -203,6 +194,7 @@ def test_records_deleted_under_the_checkpoint_fail_the_query_or_are_skipped(spar
     _exact(out, kept)
 
 
+@pytest.mark.slow
 def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_broker, kafka_topic, tmp_path):
     """As Spark's KafkaContinuousStream.planInputPartitions: partitions gone are data loss."""
     source, sink = kafka_topic(partitions=2), kafka_topic()
@@ -218,6 +210,7 @@ def test_a_deleted_topic_fails_the_query_with_fail_on_data_loss(spark, kafka_bro
     assert f"{source}-0" in message and "are gone" in message, message[-3000:]
 
 
+@pytest.mark.slow
 def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp_path):
     """The consumers keep their positions while the broker is gone (SIGKILL, data kept) and poll on
     when it is back; the driver's metadata timer keeps its last look meanwhile (no reconfiguration)."""
@@ -242,6 +235,7 @@ def test_the_broker_down_and_back_needs_nothing(spark, kafka_broker_factory, tmp
 sasl_broker = creds.sasl_broker  # the fixture: a broker whose second listener asks SASL/PLAIN
 
 
+@pytest.mark.slow
 def test_sasl_credentials_from_the_secret_reach_its_consumers_and_admin_client(sasl_broker, tmp_path):
     """The job turns the Secret into kafka.sasl.* options (app/pipeline/credentials.py); the reader
     hands them to its Admin client (the driver) and its consumers (the tasks) as Spark's source does."""
