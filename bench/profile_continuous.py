@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.profile_continuous                       # 10k/s, continuous, defaults
     .venv/bin/python -m bench.profile_continuous --mode realTime       # the same for real-time mode
+    .venv/bin/python -m bench.profile_continuous --mode continuousStreamq   # through streamq's own reader
     .venv/bin/python -m bench.profile_continuous --conf k=v --source-option k=v   # profile a setting
 
 It starts what ``bench.latency`` starts (a broker on loopback, the job as it ships,
@@ -41,13 +42,13 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
 from bench import cli
 from bench.common import RESULTS_DIR, LoadSampler, kafka_broker, log, now_iso, set_autogroup_nice, utc_stamp
-from bench.latency import ModeRun, TriggerOption
+from bench.latency import ModeRun
 from devtools.payments import percentile
 
 ATTR_DIR = RESULTS_DIR / "attribution"
@@ -651,9 +652,13 @@ def print_summary(r: dict[str, Any]) -> None:
             print(f"    {n:6} {leaf[:150]}")
 
 
+# bench.latency's paths that run the job: the triggers, and continuous through streamq's own reader
+ProfiledMode = Literal["continuous", "continuousStreamq", "microBatch", "realTime"]
+
+
 @cli.with_job_options
 def main(
-    mode: TriggerOption = "continuous",
+    mode: Annotated[ProfiledMode, typer.Option("--mode", help="a bench.latency path that runs the job")] = "continuous",
     rate: cli.Rate = 10_000,
     warmup: Annotated[float, typer.Option(help="seconds at --rate before profiling")] = 40.0,
     window: Annotated[float, typer.Option(help="seconds profiled (and measured)")] = 15.0,
