@@ -54,6 +54,9 @@ Producers = Annotated[
     int,
     typer.Option(help="exactly-once writers per batch (sink.kafka.transactions.producers; 0: the spec's default)"),
 ]
+CheckpointInterval = Annotated[
+    str, typer.Option(help="a continuous path's epoch length (trigger.continuous.checkpointInterval, e.g. 5s; '': 1s)")
+]
 
 # The options of every harness that starts a job through bench.latency's ModeRun: the topics'
 # partitions, Spark confs and the Kafka source's and sink's options (bench.report's A/B tables show them).
@@ -66,6 +69,7 @@ JOB_OPTIONS = tuple(
         ("sink_option", SinkOption, []),
         ("exactly_once", ExactlyOnce, False),
         ("producers", Producers, 0),
+        ("checkpoint_interval", CheckpointInterval, ""),
     )
 )
 

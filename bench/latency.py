@@ -184,6 +184,8 @@ class ModeRun:
             spec["runtime"]["sparkConf"] = dict(self.args.conf)
         if self.mode in STREAMQ_READER_PATHS:
             spec["source"]["kafka"]["reader"] = "streamq"
+        if getattr(self.args, "checkpoint_interval", "") and "continuous" in spec["trigger"]:
+            spec["trigger"] = {"continuous": {"checkpointInterval": self.args.checkpoint_interval}}
         if self.args.source_option:
             spec["source"]["kafka"]["options"] = dict(self.args.source_option)
         if self.args.sink_option:

@@ -473,6 +473,7 @@ def profile(args) -> dict[str, Any]:
                               "started": now_iso(), "uptimeAtStart": uptime(), "conf": dict(args.conf),
                               "sparkLogLevel": args.spark_log_level, "autogroupNice": args.autogroup_nice,
                               "sourceOptions": dict(args.source_option), "sinkOptions": dict(args.sink_option),
+                              "checkpointInterval": args.checkpoint_interval or "1s",
                               "artifacts": str(workdir)}  # fmt: skip
     run = None
     try:
@@ -480,7 +481,8 @@ def profile(args) -> dict[str, Any]:
         sampler.start()
         ns = SimpleNamespace(conf=args.conf, source_option=args.source_option, sink_option=args.sink_option,
                                 partitions=args.partitions, autogroup_nice=0, warmup=args.warmup,
-                                measure=args.window, drain_timeout=15.0)  # fmt: skip
+                                measure=args.window, drain_timeout=15.0,
+                                checkpoint_interval=args.checkpoint_interval)  # fmt: skip
         ProfiledRun.log_level = args.spark_log_level
         run = ProfiledRun(args.mode, broker, bench_dir, ns)
         t = time.monotonic()

@@ -38,6 +38,7 @@ def test_a_command_with_the_job_options_sees_them_beside_its_own():
         "sink_option": [("acks", "all")],
         "exactly_once": False,
         "producers": 0,
+        "checkpoint_interval": "",
     }
     wrong = CliRunner().invoke(app, ["--conf", "spark.x"])
     assert wrong.exit_code == 2 and "expected key=value" in wrong.output
