@@ -23,6 +23,8 @@
 #   STREAMQ_ETCD_VERSION   etcd version (default: what that Kubernetes pins in hack/lib/etcd.sh)
 #   STREAMQ_HELM_VERSION   helm v3 version
 #   STREAMQ_GOTOOLCHAIN    GOTOOLCHAIN for the builds (default: local, the installed go)
+#   STREAMQ_GO_GOGC        GOGC of the Go toolchain's processes (default 400: faster
+#                          compiles for a little more memory; also SeaweedFS, CoreDNS, kind)
 #   STREAMQ_KUBELET_CGO    0 (default) builds kubelet static, in the same `go build` as
 #                          the other node components; 1 links it with cgo, which
 #                          compiles nearly every package again (cgo changes `net`,
