@@ -8,6 +8,7 @@ from contract import ExitCode
 from testbed.jobs import JobProcess
 from testbed.kafka_broker import free_port
 from testbed.specs import flagged, payments, query_spec, write_resource
+from testbed.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -73,6 +74,9 @@ def test_credentials_from_secret_files(sasl_broker, tmp_path):
         expected = sorted(flagged(records))
         out = broker.consume_all("flagged", timeout=150, expected_count=len(expected), decode=True)
         assert sorted(out) == expected, job.log()[-3000:]
+        # A continuous query's rows can reach the sink before its first progress record: wait for
+        # one, or the file this test reads for the password may not exist yet.
+        wait_for(job.progress_file.exists, 60, lambda: f"a progress record:\n{job.log()[-3000:]}")
         job.signal(signal.SIGTERM)
         assert job.wait(60) == ExitCode.OK
     finally:

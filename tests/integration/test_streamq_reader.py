@@ -15,6 +15,7 @@ import time
 from collections import Counter
 
 import pytest
+from confluent_kafka import KafkaException
 
 from app.checkpoints.reader import read_checkpoint
 from app.pipeline.plan import build_dataframe, build_writer
@@ -130,7 +131,8 @@ def test_partitions_added_while_running_are_read_from_their_start(spark, kafka_b
         kafka_broker.wait_for_records(sink, set(flagged(first)), timeout=120)
         admin = kafka_broker.admin()  # held until the result: a client collected mid-call fails its futures
         admin.create_partitions([NewPartitions(source, 2)])[source].result(timeout=30)
-        wait_for(lambda: len(kafka_broker.end_offsets(source)) == 2, 30, "the second partition")
+        # Until the new partition has a leader the broker answers NOT_LEADER_FOR_PARTITION: "not yet".
+        wait_for(lambda: len(kafka_broker.end_offsets(source)) == 2, 30, "the second partition", ignore=(KafkaException,))
         second = payments(N, start=N)
         kafka_broker.produce(source, second, partition=1)
         out = kafka_broker.wait_for_records(sink, set(flagged(first + second)), timeout=120)
