@@ -83,6 +83,14 @@ READER_JARS_DIR_ENV = "STREAMQ_READER_JARS_DIR"  # the streamq-kafka continuous 
 # spec.runtime.sparkUI: the port the driver serves Spark's UI and metrics on (app.pipeline.session),
 # which the operator's <query>-ui Service and the driver container's spark-ui port point at.
 SPARK_UI_PORT = 4040
+# autoscaling.recommendOnly false (controller.decide.autoscale, app.driver.executors): the operator writes the
+# executors a running micro-batch driver is to have on its pod, the downward API shows the driver that
+# annotation as a file, and the driver asks Spark's scheduler backend for them. The pod is the operator's and
+# the file is the kubelet's: nothing the driver listens on, no token the driver needs.
+EXECUTORS_ANNOTATION = f"{GROUP}/executors"
+EXECUTORS_FILE_ENV = "STREAMQ_EXECUTORS_FILE"
+EXECUTORS_MOUNT_DIR = "/etc/streamq-scale"  # not under SPEC_MOUNT_DIR: that mount is read-only
+EXECUTORS_FILE_NAME = "executors"
 # On the query document: where the previous run had committed, for a lost checkpoint (app.driver.starting_offsets).
 RESUME_ANNOTATION = f"{GROUP}/resume-from"
 # On the query document of a blue/green upgrade's green driver: blue's checkpoint location. Green

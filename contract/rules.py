@@ -206,9 +206,10 @@ def _slots_cel() -> Cel:
 # --- autoscaling (controller.decide.autoscale) ---------------------------------------------
 
 RECOMMEND_ONLY = (
-    "recommendOnly: false is not available yet: this release of streamq recommends a size "
-    "(status.autoscaling.recommendedExecutors) and never resizes a query; leave recommendOnly true and apply a "
-    "recommendation through runtime.executors.instances (kubectl scale sq/NAME --replicas=N)"
+    "recommendOnly: false resizes microBatch queries of backend pod only (the running driver's own executor "
+    "requests); continuous and realTime queries run one task per partition for their whole life and would need a "
+    "warm handover with executors, not available yet; availableNow stops by itself. Leave recommendOnly true there "
+    "and apply a recommendation through runtime.executors.instances (kubectl scale sq/NAME --replicas=N)"
 )
 MIN_OVER_MAX = "minExecutors is larger than maxExecutors"
 OUTSIDE_RANGE = (
@@ -222,7 +223,7 @@ def _autoscaling(spec: QuerySpec) -> Found:
     auto = spec.autoscaling
     if auto is None:
         return
-    if not auto.recommend_only:
+    if not auto.recommend_only and (spec.mode is not Mode.MICRO_BATCH or spec.runtime.backend is not model.Backend.POD):
         yield ".autoscaling.recommendOnly", RECOMMEND_ONLY
     if auto.min_executors > auto.max_executors:
         yield ".autoscaling", f"{MIN_OVER_MAX} ({auto.min_executors} > {auto.max_executors})"
@@ -242,12 +243,18 @@ def _autoscaling_cel() -> tuple[Cel, ...]:
     instances = _or_default("self.runtime.executors.instances", e.instances)
     instances = f"(has(self.runtime) && has(self.runtime.executors) ? {instances} : {e.instances})"
     at = ("autoscaling",)
+    pod = "!has(self.runtime) || !has(self.runtime.backend) || self.runtime.backend == 'pod'"
     positive = tuple(
         Cel(f"!has(self.{f}) || duration(self.{f}) > duration('0s')", POSITIVE.format(example=x), field_path=f".{f}", at=at)
         for f, x in (("catchUpDuration", "5m"), ("stabilizationWindow", "1m"))
     )
     return (
-        Cel("!has(self.recommendOnly) || self.recommendOnly", RECOMMEND_ONLY, field_path=".recommendOnly", at=at),
+        Cel(
+            f"!{wants} || !has(self.autoscaling.recommendOnly) || self.autoscaling.recommendOnly || "
+            f"(has(self.trigger.{Mode.MICRO_BATCH}) && ({pod}))",
+            RECOMMEND_ONLY,
+            field_path=".autoscaling.recommendOnly",
+        ),
         Cel(f"{low} <= self.maxExecutors", MIN_OVER_MAX, at=at),
         Cel(
             f"!{wants} || ({_or_default('self.autoscaling.minExecutors', a.min_executors)} <= {instances} && "

@@ -1096,8 +1096,8 @@ AUTOSCALING_COOL_DOWN = "5m"  # autoscaling.coolDown when unset
 class Autoscaling(Model):
     """Lag-driven sizing of the executors (controller.decide.autoscale): from the input rate, the backlog and the
     rate the query processes per busy second, the executors it needs to keep up at targetUtilization and to work
-    off its backlog within catchUpDuration. This release recommends only: status.autoscaling says what it would
-    do and why; nothing is changed."""
+    off its backlog within catchUpDuration. status.autoscaling says what it would do and why; with recommendOnly
+    false a microBatch query's running driver is resized to it in place."""
 
     min_executors: int = Field(default=1, ge=1, le=MAX_EXECUTORS, description="The fewest executors it recommends, at least 1.")
     max_executors: int = Field(
@@ -1124,8 +1124,8 @@ class Autoscaling(Model):
     )
     recommend_only: bool = Field(
         default=True,
-        description="true: report the recommended size in status.autoscaling and change nothing. false is refused in "
-        "this release: the operator does not resize a query yet.",
+        description="true: report the recommended size in status.autoscaling and change nothing. false: resize the "
+        "running driver's executors to it in place (microBatch queries of backend pod; refused in other modes).",
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from contract import failpoints
+from contract import EXECUTORS_ANNOTATION, failpoints
 from contract.failpoints import Failpoint
 from controller import names, render
 from controller.config import Settings
@@ -34,6 +34,7 @@ from controller.decide import (
     Inputs,
     ReleaseLease,
     ResizeDriver,
+    ScaleExecutors,
 )
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.kube import Kube, NameConflict, api_message
@@ -76,6 +77,9 @@ def _carry_out(
                     log.info("released lease %s of ended driver %s for the standby", action.name, action.holder)
             except ApiException as exc:
                 log.warning("cannot release lease %s: %s", action.name, api_message(exc))
+        elif isinstance(action, ScaleExecutors):  # a failure raises: the pass is retried, the status unwritten
+            if kube.annotate_pod(inputs.namespace, action.name, {EXECUTORS_ANNOTATION: str(action.executors)}, inputs.uid):
+                log.info("driver %s: %d -> %d executors", action.name, action.before, action.executors)
         elif isinstance(action, ApplySparkUIService):  # a failure raises: the pass is retried, the status unwritten
             try:
                 _apply_spark_ui(kube, settings, body, action, log)

@@ -28,6 +28,7 @@ from contract import GROUP, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_QUERY, MANA
 from controller import names
 from controller.act import Log
 from controller.config import Settings
+from controller.decide import ScaleExecutors
 from controller.kube import SPARK_GROUP, SPARK_PLURAL, SPARK_VERSION, Kube, api_message
 from controller.metrics import Metrics
 from controller.progress_read import next_read
@@ -211,6 +212,10 @@ async def reconciler(
                 logger.info("%s %s: %s", event.type, event.reason, event.message)
             memo.metrics.observe(namespace, name, decision.verb, decision.status.phase, decision.restarted,
                                  decision.status.progress)  # fmt: skip
+            if not outcome.conflict:
+                auto = decision.status.autoscaling
+                memo.metrics.sized(namespace, name, decision.status.executors, auto.recommended_executors if auto else None,
+                                   [(a.before, a.executors) for a in decision.actions if isinstance(a, ScaleExecutors)])  # fmt: skip
             if outcome.progress is not None:
                 memo.metrics.progress_reads.labels(channel=outcome.progress.channel, result=outcome.progress.result).inc()
             delay = CONFLICT_DELAY_S if outcome.conflict else look_again

@@ -227,6 +227,21 @@ class Kube:
             raise
         return True
 
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str], owner_uid: str) -> bool:
+        """Set annotations on a pod the query ``owner_uid`` controls, with the resourceVersion read with that
+        check as a precondition. False when absent or not the query's."""
+        found = self._read_meta("v1", "Pod", namespace, name)
+        if found is None or not controlled_by(found, owner_uid):
+            return False
+        body = {"metadata": {"resourceVersion": found["resourceVersion"], "annotations": annotations}}
+        try:
+            self.core.patch_namespaced_pod(name, namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status in (404, 409) and self._read_meta("v1", "Pod", namespace, name) is None:
+                return False  # gone meanwhile
+            raise
+        return True
+
     def read_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A standby query's Lease as plain JSON; None when it does not exist."""
         try:

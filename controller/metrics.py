@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -75,6 +75,18 @@ class Metrics:
         self.in_place = Gauge("streamq_query_in_place_restarts",
                               "Restarts of the query inside its running driver (no new pod), by the current driver.",
                               query, registry=self.registry)  # fmt: skip
+        self.input_rate = Gauge("streamq_query_input_rows_per_second", "Rows/s arriving from the source, as the driver "
+                                "last reported (status.progress.inputRowsPerSecond).", query, registry=self.registry)  # fmt: skip
+        self.processed_rate = Gauge("streamq_query_processed_rows_per_second", "Rows/s the query processed per second "
+                                    "of batch time (status.progress.processedRowsPerSecond).", query,
+                                    registry=self.registry)  # fmt: skip
+        self.executors = Gauge("streamq_query_executors", "Executors the query's running driver runs with "
+                               "(status.executors).", query, registry=self.registry)  # fmt: skip
+        self.recommended = Gauge("streamq_query_executors_recommended", "Executors autoscaling recommends "
+                                 "(status.autoscaling.recommendedExecutors).", query, registry=self.registry)  # fmt: skip
+        self.scalings = Counter("streamq_query_scalings", "Resizes of a running driver's executors in place "
+                                "(autoscaling.recommendOnly false), by direction: up, down.", [*query, "direction"],
+                                registry=self.registry)  # fmt: skip
         self._commits: dict[tuple[str, str], float] = {}
         self._partitions: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.registry.register(_CommitAge(self._commits, clock))
@@ -97,6 +109,10 @@ class Metrics:
         key = (namespace, query)
         if progress.total_lag is not None:
             self.lag.labels(namespace, query).set(progress.total_lag)
+        for gauge, rate in ((self.input_rate, progress.input_rows_per_second),
+                            (self.processed_rate, progress.processed_rows_per_second)):  # fmt: skip
+            if rate is not None:
+                gauge.labels(namespace, query).set(rate)
         seen: set[tuple[str, str]] = set()
         for topic, parts in (progress.lag or {}).items():
             for partition, value in parts.items():
@@ -114,13 +130,27 @@ class Metrics:
         if progress.in_place_restarts is not None:
             self.in_place.labels(namespace, query).set(progress.in_place_restarts)
 
+    def sized(self, namespace: str, query: str, executors: int | None, recommended: int | None,
+              resizes: Iterable[tuple[int, int]] = ()) -> None:  # fmt: skip
+        """The executors a running query runs with and the recommendation; ``resizes``: (before, after) carried out."""
+        for gauge, value in ((self.executors, executors), (self.recommended, recommended)):
+            if value is not None:
+                gauge.labels(namespace, query).set(value)
+        for before, after in resizes:
+            self.scalings.labels(namespace, query, "up" if after > before else "down").inc()
+
     def forget(self, namespace: str, query: str) -> None:
         key = (namespace, query)
         self._phase(key, None)
         self._commits.pop(key, None)
-        for gauge in (self.restarts, self.lag, self.last_commit, self.stalled, self.in_place):
+        for gauge in (self.restarts, self.lag, self.last_commit, self.stalled, self.in_place, self.executors, self.recommended):
             try:
                 gauge.remove(namespace, query)
+            except KeyError:
+                pass
+        for direction in ("up", "down"):
+            try:
+                self.scalings.remove(namespace, query, direction)
             except KeyError:
                 pass
         for topic, partition in self._partitions.pop(key, set()):

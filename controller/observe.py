@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from contract import EXECUTORS_ANNOTATION
 from contract.lease import LEASE_ENV, lease_name
 from controller import names
 from controller.run import DriverKind
@@ -73,6 +74,9 @@ class Driver:
     finished_at: datetime | None = None
     pod_ip: str | None = None  # status.podIP
     progress_port: int | None = None  # the driver container's port named `progress` (app.monitoring.endpoint)
+    # The executors a micro-batch driver pod is to have (EXECUTORS_ANNOTATION, app.driver.executors);
+    # None: not a driver that resizes in place
+    executors_wanted: int | None = None
 
     @property
     def active(self) -> bool:
@@ -147,6 +151,14 @@ def _container_status(pod: dict[str, Any]) -> dict[str, Any] | None:
             return status
     # spark-operator names the driver container itself (names.SPARK_APP_DRIVER_CONTAINER)
     return statuses[0] if statuses else None
+
+
+def executors_wanted(meta: dict[str, Any]) -> int | None:
+    """A driver pod's EXECUTORS_ANNOTATION as a number; None when absent or not one (the driver ignores it too)."""
+    value = (meta.get("annotations") or {}).get(EXECUTORS_ANNOTATION)
+    if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > 4:
+        return None
+    return int(value)
 
 
 def _progress_port(pod: dict[str, Any]) -> int | None:
@@ -294,6 +306,7 @@ def driver_from_pod(pod: dict[str, Any]) -> Driver:
         resize=resize_pending(pod),
         pod_ip=status.get("podIP") or None,
         progress_port=_progress_port(pod),
+        executors_wanted=executors_wanted(meta),
     )
 
 

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from contract.modes import Mode
 from contract.resume import ResumeFrom
 from contract.spec import Backend, QuerySpec
 from controller import names
@@ -52,6 +53,17 @@ class Run:
     @property
     def uses_executors(self) -> bool:
         return self.spec.runtime.executors.instances > 0
+
+    @property
+    def resizes_in_place(self) -> bool:
+        """A micro-batch driver pod with executors: its executors follow its pod's EXECUTORS_ANNOTATION
+        (app.driver.executors), so autoscaling.recommendOnly may turn false without a new driver."""
+        return resizes_in_place(self.spec)
+
+
+def resizes_in_place(spec: QuerySpec) -> bool:
+    return (spec.runtime.executors.instances > 0 and spec.mode is Mode.MICRO_BATCH
+            and spec.runtime.backend is Backend.POD)  # fmt: skip
 
 
 def run_fields(spec: QuerySpec) -> dict[str, Any]:

@@ -235,8 +235,8 @@ class QueryStatus(StatusModel):
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
     executors: int | None = Field(
         default=None,
-        description="Executors the current driver runs with (runtime.executors.instances of the spec it runs): "
-        "the /scale subresource's status.replicas.",
+        description="Executors the current driver runs with: runtime.executors.instances of the spec it runs, or "
+        "the size autoscaling resized it to in place (recommendOnly false). The /scale subresource's status.replicas.",
     )
     executor_selector: str | None = Field(
         default=None,

@@ -29,6 +29,7 @@ from app.driver import executors
 from app.driver.bluegreen import as_green, blue_committed
 from app.driver.lease_holder import DriverLease
 from app.driver.ready import mark_ready
+from app.driver.resize import Resizer
 from app.driver.restarts import InPlaceRestarts
 from app.driver.starting_offsets import StartPlan, plan_start
 from app.driver.warmup import running_tasks, warm_up
@@ -42,6 +43,7 @@ from app.pipeline.kafka_checks import PreflightError, check_slots, preflight
 from app.pipeline.plan import build_dataframe, build_writer
 from app.pipeline.session import get_session, held_back, quiet_for_stop, spark_conf
 from contract import (
+    EXECUTORS_FILE_ENV,
     HANDOVER_ANNOTATION,
     POD_IP_ENV,
     PROGRESS_FILE_ENV,
@@ -79,6 +81,7 @@ class RunOptions(EnvSettings):
     watch_period_s: float = Field(2.0, validation_alias="STREAMQ_WATCH_PERIOD_SECONDS")
     report_every_s: float = Field(10.0, validation_alias="STREAMQ_REPORT_PERIOD_SECONDS")
     human: bool = False  # progress as one readable line on a terminal instead of JSON (app.console.lines)
+    executors_file: str | None = Field(None, validation_alias=EXECUTORS_FILE_ENV)  # app.driver.resize
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Self:
@@ -278,6 +281,10 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
                    on_renewed=writes.extend_to if writes is not None else None)  # fmt: skip
         if held_executors:  # renewed meanwhile: the Lease stays this driver's while they start
             executors.start(spark, held_executors, stop.event, job.fence)
+    if options.executors_file and spec.mode is Mode.MICRO_BATCH and spec.runtime.executors.instances > 0:
+        auto = spec.autoscaling  # the most it follows: what the spec (and so the policy) admits
+        most = auto.max_executors if auto is not None else spec.runtime.executors.instances
+        Resizer(spark, options.executors_file, most, stop.event).start(held_executors or spec.runtime.executors.instances)
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(job.rates, job.wake))
     failpoints.arm_signalled_failure()

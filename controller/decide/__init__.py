@@ -72,6 +72,7 @@ from controller.decide.draft import (
     Inputs,
     ReleaseLease,
     ResizeDriver,
+    ScaleExecutors,
     Verb,
 )
 from controller.decide.gate import checkpoint_gate, held
@@ -94,6 +95,7 @@ __all__ = [
     "ReleaseLease",
     "ResizeDriver",
     "ResizeRefused",
+    "ScaleExecutors",
     "Verb",
     "creation_failed",
     "decide",

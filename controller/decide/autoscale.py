@@ -26,8 +26,10 @@ The guards, each said in the reason when it holds a change back:
   ineffective-scaling detection; FLINK-38538's lesson: busy time alone is not a reason to scale).
 
 The history it decides from is status.autoscaling.samples: a sample per new progress record, those of the last
-``max(2 x stabilizationWindow, coolDown)``, at most MAX_SAMPLES. In recommendOnly mode (the only one so far)
-nothing is changed: status.autoscaling and a Normal event when the recommendation changes.
+``max(2 x stabilizationWindow, coolDown)``, at most MAX_SAMPLES. In recommendOnly mode nothing is changed:
+status.autoscaling and a Normal event when the recommendation changes. With recommendOnly false a micro-batch
+driver pod is resized in place: the operator writes the executors on its pod (EXECUTORS_ANNOTATION), and the
+driver asks Spark's scheduler backend for them (app.driver.executors); status.executors follows the pod.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from contract.policy import Policy
 from contract.progress import ProgressRecord
 from contract.spec import Autoscaling, QuerySpec, duration_ms
 from controller import names
-from controller.decide.draft import Draft
+from controller.decide.draft import Draft, ScaleExecutors
+from controller.observe import Driver
 from controller.phases import Reason
 from controller.status import AutoscalingStatus, AutoscalingVerdict, RateSample, ScaleChange, format_time, parse_time
 
@@ -54,10 +57,11 @@ DOWN_BAND = 0.1  # a smaller size must run at targetUtilization - this
 INEFFECTIVE_GAIN = 0.1  # a scale-up that gave less than this share of its expected gain was ineffective
 
 
-def recommend(d: Draft, run_spec: QuerySpec) -> None:
+def recommend(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
     """The Running path's call: the executors the current driver runs with (the /scale subresource's status),
-    and with spec.autoscaling the recommendation, with a Normal event when it changes."""
-    executors = run_spec.runtime.executors.instances
+    and with spec.autoscaling the recommendation, with a Normal event when it changes. With recommendOnly
+    false, a driver that resizes in place (``Driver.executors_wanted``) is resized to it: its pod's annotation."""
+    executors = current.executors_wanted if current.executors_wanted is not None else run_spec.runtime.executors.instances
     d.status.executors = executors
     d.status.executor_selector = names.selector(d.inputs.name, names.COMPONENT_EXECUTOR)
     auto = run_spec.autoscaling
@@ -67,13 +71,20 @@ def recommend(d: Draft, run_spec: QuerySpec) -> None:
     progress = d.status.progress
     record = progress if progress is not None and progress.reported_by(d.status.attempt) else None
     old = d.old.autoscaling
-    new = size(auto, run_spec, previous=old, record=record, now=d.inputs.now, policy=d.inputs.policy)
+    new = size(auto, run_spec, previous=old, record=record, now=d.inputs.now, policy=d.inputs.policy, executors=executors)
     d.status.autoscaling = new
+    wanted = new.recommended_executors
+    if not auto.recommend_only and current.executors_wanted is not None:
+        if wanted != executors:
+            d.actions.append(ScaleExecutors(current.name, wanted, executors))
+            d.status.executors = wanted
+            d.event("Normal", Reason.SCALED, f"driver {current.name}: {executors} -> {wanted} executors: {new.reason}")
+        return
     before = old.recommended_executors if old is not None else executors
-    if new.recommended_executors != before:
+    if wanted != before:
+        resizes = "recommendOnly: nothing is changed" if auto.recommend_only else "this driver cannot be resized in place"
         d.event("Normal", Reason.SCALE_RECOMMENDED,
-                f"{new.recommended_executors} executors recommended, {executors} run (recommendOnly: nothing is "
-                f"changed): {new.reason}")  # fmt: skip
+                f"{wanted} executors recommended, {executors} run ({resizes}): {new.reason}")  # fmt: skip
 
 
 def size(
@@ -84,9 +95,11 @@ def size(
     record: ProgressRecord | None,
     now: datetime,
     policy: Policy | None = None,
+    executors: int | None = None,
 ) -> AutoscalingStatus:
-    """The next status.autoscaling, from the last one, the current driver's newest record and the time."""
-    executors = spec.runtime.executors.instances
+    """The next status.autoscaling, from the last one, the current driver's newest record and the time.
+    ``executors``: what the driver runs with, when not the spec's (a driver resized in place)."""
+    executors = spec.runtime.executors.instances if executors is None else executors
     standing = previous.recommended_executors if previous is not None else executors
     samples = list(previous.samples) if previous is not None else []
     scaling = _seen_scaling(previous, executors, samples, now)

@@ -88,6 +88,16 @@ class ResizeDriver:
 
 
 @dataclass(frozen=True)
+class ScaleExecutors:
+    """Resize a running micro-batch driver's executors in place (autoscaling.recommendOnly false): its pod's
+    EXECUTORS_ANNOTATION, which the driver reads through the downward API (app.driver.executors)."""
+
+    name: str
+    executors: int
+    before: int
+
+
+@dataclass(frozen=True)
 class ApplySparkUIService:
     """Create the query's UI Service selecting the drivers of ``attempt``, or move its selector there."""
 
@@ -102,7 +112,7 @@ class DeleteSparkUIService:
     namespace: str
 
 
-Action = CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver | ApplySparkUIService | DeleteSparkUIService
+Action = CreateDriver | DeleteDriver | ReleaseLease | ResizeDriver | ScaleExecutors | ApplySparkUIService | DeleteSparkUIService
 
 
 @dataclass(frozen=True)

@@ -270,7 +270,7 @@ def running(d: Draft, current: Driver, run_spec: QuerySpec) -> Decision:
     health.reported(d, current)
     restart.reset_when_stable(d, started, run_spec)
     standby.grow(d, current, run_spec)
-    autoscale.recommend(d, run_spec)  # status only: recommendOnly
+    autoscale.recommend(d, current, run_spec)
     return d.finish(Verb.RUNNING)
 
 

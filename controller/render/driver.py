@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from contract import (
+    EXECUTORS_FILE_ENV,
+    EXECUTORS_FILE_NAME,
+    EXECUTORS_MOUNT_DIR,
     POD_IP_ENV,
     PROGRESS_FILE_ENV,
     PROGRESS_PORT_ENV,
@@ -70,6 +73,11 @@ def driver_env(run: Run, settings: Settings) -> list[dict[str, Any]]:
         {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},  # spark.driver.host
         {"name": READY_FILE_ENV, "value": READY_FILE},
         *([{"name": LEASE_ENV, "value": lease_name(run.query)}] if lease_access.needs_lease(run, settings.policy) else []),
+        *(
+            [{"name": EXECUTORS_FILE_ENV, "value": f"{EXECUTORS_MOUNT_DIR}/{EXECUTORS_FILE_NAME}"}]
+            if run.resizes_in_place
+            else []
+        ),
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract import READY_FILE, SPARK_UI_PORT, TERMINATION_LOG
+from contract import EXECUTORS_ANNOTATION, READY_FILE, SPARK_UI_PORT, TERMINATION_LOG
 from controller import names, placement
 from controller.config import Settings
 from controller.render.driver import SPEC_PATH, container_security_context, driver_env, image_of, pod_security_context, scheduling
@@ -66,8 +66,11 @@ def driver_pod(run: Run, settings: Settings) -> dict[str, Any]:
     spec.update(scheduling(run, settings, account_key="serviceAccountName"))
     if "serviceAccountName" not in spec:
         spec["automountServiceAccountToken"] = False
+    annotations = run_annotations(run)
+    if run.resizes_in_place:  # the executors it starts with; autoscaling changes them (app.driver.executors)
+        annotations[EXECUTORS_ANNOTATION] = str(run.spec.runtime.executors.instances)
     metadata = meta(run.driver_name, run, names.COMPONENT_DRIVER, run.attempt,
-                    annotations=placement.annotations(drv, run_annotations(run)))  # fmt: skip
+                    annotations=placement.annotations(drv, annotations))  # fmt: skip
     metadata["labels"] = placement.labels(drv, metadata["labels"])
     if run.standby:
         metadata["labels"][names.LABEL_ROLE] = names.ROLE_STANDBY

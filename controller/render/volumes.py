@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from contract import SECRETS_MOUNT_DIR, SPEC_MOUNT_DIR, locations
+from contract import (
+    EXECUTORS_ANNOTATION,
+    EXECUTORS_FILE_NAME,
+    EXECUTORS_MOUNT_DIR,
+    SECRETS_MOUNT_DIR,
+    SPEC_MOUNT_DIR,
+    locations,
+)
 from contract.checkpoint import local_path as checkpoint_local_path
 from contract.policy import volume_mount
 from contract.spec import QuerySpec
@@ -15,6 +22,7 @@ from controller.run import Run
 VOLUME_SPEC = "query"
 VOLUME_CHECKPOINT = "checkpoint"
 VOLUME_TMP = "tmp"
+VOLUME_EXECUTORS = "executors"
 _VOLUME_S3_AUTH = "s3-auth"
 
 
@@ -92,6 +100,10 @@ def volumes(run: Run) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     if source is not None and mount is not None:
         vols.append({"name": VOLUME_CHECKPOINT, **source})
         mounts.append({"name": VOLUME_CHECKPOINT, "mountPath": mount})
+    if run.resizes_in_place:  # the operator's annotation as a file: the kubelet refreshes it when the pod changes
+        item = {"path": EXECUTORS_FILE_NAME, "fieldRef": {"fieldPath": f"metadata.annotations['{EXECUTORS_ANNOTATION}']"}}
+        vols.append({"name": VOLUME_EXECUTORS, "downwardAPI": {"items": [item]}})
+        mounts.append({"name": VOLUME_EXECUTORS, "mountPath": EXECUTORS_MOUNT_DIR, "readOnly": True})
     if uses_spark_auth(run):
         vols.append(auth_volume(run.query))
         mounts.append(auth_mount())

@@ -92,6 +92,13 @@ INVALID = [
     ("a Secret key outside Kubernetes' syntax", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "a/b"}}}}),
      "spec.checkpoint.s3.credentials.secretRef.accessKeyIdKey in body should match"),
+    ("resizing a continuous query", spec_with(**{"runtime.executors": {"instances": 1, "cores": 2}, "autoscaling": {
+        "maxExecutors": 2, "recommendOnly": False}}),
+     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false resizes microBatch queries"),
+    ("resizing a SparkApplication's executors", spec_with(trigger={"microBatch": {}}, **{
+        "runtime": {"backend": "sparkApplication", "executors": {"instances": 1}},
+        "autoscaling": {"maxExecutors": 2, "recommendOnly": False}}),
+     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false resizes microBatch queries"),
     ("store keys by value", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"accessKeyId": "AKIA", "secretAccessKey": "x"}}}),
      'unknown field "spec.checkpoint.s3.credentials.accessKeyId"'),
@@ -125,6 +132,8 @@ VALID = [
     ("an s3a checkpoint with its store and Secret", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "endpoint": "http://seaweedfs.storage:8333", "region": "us-east-1", "pathStyleAccess": True,
         "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "AWS_ACCESS_KEY_ID", "secretAccessKeyKey": "key"}}}})),
+    ("resizing a micro-batch query", spec_with(trigger={"microBatch": {}}, **{"runtime.executors": {"instances": 1},
+        "autoscaling": {"maxExecutors": 2, "recommendOnly": False}})),
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[
         {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},

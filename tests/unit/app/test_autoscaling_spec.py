@@ -36,7 +36,6 @@ def test_defaults_recommend_only():
 @pytest.mark.parametrize(
     ("changes", "path", "says"),
     [
-        ({"autoscaling.recommendOnly": False}, "spec.autoscaling.recommendOnly", "is not available yet"),
         ({"autoscaling.minExecutors": 7}, "spec.autoscaling", "minExecutors is larger than maxExecutors (7 > 6)"),
         ({"runtime.executors.instances": 8}, "spec.runtime.executors.instances", "8 is not within 1..6"),
         ({"runtime.executors.instances": 0}, "spec.runtime.executors.instances", "0 is not within 1..6"),
@@ -49,8 +48,23 @@ def test_rules(changes, path, says):
     assert any(p.startswith(f"{path}: ") and says in p for p in found), found
 
 
-def test_recommend_only_false_says_actuation_is_not_built():
-    assert "never resizes a query" in RECOMMEND_ONLY and "kubectl scale" in RECOMMEND_ONLY
+def test_recommend_only_false_is_taken_by_micro_batch_on_the_pod_backend():
+    assert problems(changed(AUTO, {"autoscaling.recommendOnly": False})) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"trigger": {"continuous": {"checkpointInterval": "1s"}}}, "continuous"),
+        ({"trigger": {"realTime": {"batchDuration": "5s"}}, "outputMode": "update"}, "realTime"),
+        ({"trigger": {"availableNow": {}}}, "availableNow"),
+        ({"runtime.backend": "sparkApplication"}, "backend pod only"),
+    ],
+)
+def test_recommend_only_false_is_refused_where_nothing_resizes_in_place(changes, why):
+    found = problems(changed(AUTO, {"autoscaling.recommendOnly": False, **changes}))
+    assert any(p.startswith("spec.autoscaling.recommendOnly: ") and why in p for p in found), found
+    assert "kubectl scale" in RECOMMEND_ONLY
 
 
 @pytest.mark.parametrize(

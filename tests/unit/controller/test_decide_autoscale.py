@@ -15,7 +15,7 @@ from contract.load import validate_spec
 from contract.policy import Policy
 from contract.progress import ProgressRecord
 from contract.spec import QuerySpec
-from controller.decide import Verb
+from controller.decide import Decision, Verb
 from controller.decide.autoscale import MAX_SAMPLES, size
 from controller.phases import Reason
 from controller.status import AutoscalingStatus, format_time
@@ -227,6 +227,64 @@ def test_a_running_query_reports_its_recommendation_and_changes_nothing():
     events = [e for d in decisions for e in d.events if e.reason == Reason.SCALE_RECOMMENDED]
     assert len(events) == 1 and events[0].message.startswith("8 executors recommended, 2 run (recommendOnly")
     assert w.status.dump()["autoscaling"]["recommendedExecutors"] == 8  # as the status subresource keeps it
+
+
+def running_world_that_resizes(**auto: Any) -> World:
+    """As running_world, with recommendOnly false: the driver pod resizes in place."""
+    w = World(changed(base_spec(mode="microBatch"), {
+        "runtime.executors": {"instances": 2},
+        "autoscaling": {"maxExecutors": 8, "recommendOnly": False, "stabilizationWindow": "30s", "coolDown": "2m", **auto},
+    }))  # fmt: skip
+    w.reconcile()
+    w.driver_runs()
+    w.reconcile()
+    return w
+
+
+def feed(w: World, input_: float, lag: int) -> Decision:
+    """One pass on a new record of ``input_`` rows/s with ``lag`` rows waiting, from the executors the pod has."""
+    w.advance(STEP_S)
+    executors = w.driver.executors_wanted or w.status.executors or 0
+    fields = record(0, input_, executors, lag=lag).model_dump(exclude_none=True)
+    fields["updated_at"] = format_time(w.now)
+    w.driver_reports(**{**fields, "timestamp": fields["updated_at"]})
+    return w.reconcile()
+
+
+def test_recommend_only_false_resizes_the_running_driver_in_place_once_per_window():
+    w = running_world_that_resizes()
+    assert w.driver.executors_wanted == 2 and w.status.executors == 2
+    decisions = [feed(w, 6000.0, 30_000 * (i + 1)) for i in range(3)]
+    scaled = [a for d in decisions for a in d.actions]
+    assert [(type(a).__name__, a.executors, a.before) for a in scaled] == [("ScaleExecutors", 8, 2)]
+    assert decisions[-1].verb is Verb.RUNNING  # in place: no driver created or deleted
+    assert w.driver.executors_wanted == 8 and w.status.executors == 8
+    events = [e for d in decisions for e in d.events if e.reason == Reason.SCALED]
+    assert len(events) == 1 and events[0].message.startswith(f"driver {w.driver.name}: 2 -> 8 executors: ")
+    more = [feed(w, 6000.0, 0) for _ in range(3)]  # measured at 8: holds, the window is not over
+    assert all(d.actions == () for d in more)
+    assert w.status.autoscaling is not None and w.status.autoscaling.current_executors == 8
+
+
+def test_recommend_only_false_scales_back_down_after_the_cool_down_only():
+    w = running_world_that_resizes()
+    for i in range(3):
+        feed(w, 6000.0, 30_000 * (i + 1))
+    assert w.driver.executors_wanted == 8
+    quiet = [feed(w, 500.0, 0) for _ in range(18)]  # 3 minutes at 500 rows/s
+    downs = [(a.before, a.executors, d_i) for d_i, d in enumerate(quiet) for a in d.actions]
+    assert downs and downs[0][:2] == (8, 4), downs  # at most half fewer in one step
+    assert downs[0][2] * STEP_S >= 120 - 3 * STEP_S, "not within coolDown 2m of the scale-up"
+    assert w.driver.executors_wanted < 8
+
+
+def test_recommend_only_false_with_a_driver_that_cannot_resize_says_so_and_changes_nothing():
+    w = running_world_that_resizes()
+    w.change(w.driver.name, executors_wanted=None)  # a driver made before resizing in place
+    decisions = [feed(w, 6000.0, 30_000 * (i + 1)) for i in range(3)]
+    assert all(d.actions == () for d in decisions)
+    events = [e for d in decisions for e in d.events if e.reason == Reason.SCALE_RECOMMENDED]
+    assert len(events) == 1 and "this driver cannot be resized in place" in events[0].message
 
 
 def test_autoscaling_removed_clears_its_status():

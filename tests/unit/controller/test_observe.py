@@ -110,3 +110,14 @@ def test_the_message_is_one_line_and_bounded():
 
 def test_an_empty_termination_message_is_none():
     assert termination_message("  \n") is None and termination_message(None) is None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [({"streamq.io/executors": "4"}, 4), ({}, None), ({"streamq.io/executors": "four"}, None),
+     ({"streamq.io/executors": "99999"}, None), ({"streamq.io/executors": "-1"}, None)],
+)  # fmt: skip
+def test_the_executors_a_driver_pod_is_to_have_are_read_from_its_annotation(annotations, expected):
+    from controller.observe import executors_wanted
+
+    assert executors_wanted({"annotations": annotations}) == expected

@@ -386,3 +386,40 @@ def test_no_auth_secret_without_executors_or_with_spark_operator():
     assert "Secret" not in [c["kind"] for c in render.children(local, SETTINGS)]
     spark_app = make_run(base_spec(**{"runtime.executors": {"instances": 2}, "runtime.backend": "sparkApplication"}))
     assert render.auth_secret(spark_app) is None
+
+
+def _env(pod: dict) -> dict:
+    return {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_a_micro_batch_driver_with_executors_reads_its_executors_from_its_own_annotation():
+    """autoscaling.recommendOnly false resizes it in place (app.driver.resize): the operator writes the pod's
+    annotation, the downward API shows it to the driver. Rendered whatever spec.autoscaling says, so turning
+    recommendOnly off needs no new driver."""
+    from contract import EXECUTORS_ANNOTATION, EXECUTORS_FILE_ENV, EXECUTORS_MOUNT_DIR
+
+    pod = render.driver_pod(make_run(base_spec(mode="microBatch", **{"runtime.executors": {"instances": 3}})), SETTINGS)
+    assert pod["metadata"]["annotations"][EXECUTORS_ANNOTATION] == "3"
+    volume = next(v for v in pod["spec"]["volumes"] if "downwardAPI" in v)
+    assert volume["downwardAPI"]["items"] == [
+        {"path": "executors", "fieldRef": {"fieldPath": f"metadata.annotations['{EXECUTORS_ANNOTATION}']"}}
+    ]
+    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
+    assert mount == {"name": volume["name"], "mountPath": EXECUTORS_MOUNT_DIR, "readOnly": True}
+    assert _env(pod)[EXECUTORS_FILE_ENV] == f"{EXECUTORS_MOUNT_DIR}/executors"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"mode": "microBatch"},  # no executors: Spark runs in the driver
+        {"runtime.executors": {"instances": 2, "cores": 2}},  # continuous: tasks are fixed at start
+    ],
+)
+def test_drivers_that_cannot_resize_in_place_get_no_executors_file(changes):
+    from contract import EXECUTORS_ANNOTATION, EXECUTORS_FILE_ENV
+
+    pod = render.driver_pod(make_run(base_spec(**changes)), SETTINGS)
+    assert EXECUTORS_ANNOTATION not in pod["metadata"]["annotations"]
+    assert not any("downwardAPI" in v for v in pod["spec"]["volumes"])
+    assert EXECUTORS_FILE_ENV not in _env(pod)

@@ -130,3 +130,16 @@ def test_replicas_get_distinct_peering_priorities_unless_one_is_given():
     assert len(priorities) > 1
     assert parse_args([], env={"STREAMQ_PEERING_PRIORITY": "7"}).priority == 7
     assert parse_args(["--priority", "9"], env={}).priority == 9
+
+
+def test_metrics_export_the_executors_the_recommendation_and_each_resize():
+    m = Metrics()
+    m.sized("ns", "a", 2, 6, resizes=[(2, 6)])
+    m.sized("ns", "a", 6, 3, resizes=[(6, 3)])
+    text = generate_latest(m.registry).decode()
+    assert 'streamq_query_executors{namespace="ns",query="a"} 6.0' in text
+    assert 'streamq_query_executors_recommended{namespace="ns",query="a"} 3.0' in text
+    assert 'streamq_query_scalings_total{direction="up",namespace="ns",query="a"} 1.0' in text
+    assert 'streamq_query_scalings_total{direction="down",namespace="ns",query="a"} 1.0' in text
+    m.forget("ns", "a")
+    assert "streamq_query_executors{" not in (text := generate_latest(m.registry).decode()) and "scalings_total{" not in text

@@ -13,7 +13,7 @@ from typing import Any
 from contract.load import validate_spec
 from contract.policy import Policy
 from contract.progress import ProgressRecord
-from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, decide
+from controller.decide import CreateDriver, Decision, DeleteDriver, Inputs, ScaleExecutors, decide
 from controller.observe import Driver, DriverPhase, LeaseState
 from controller.render import lease_access
 from controller.run import spec_hash
@@ -128,7 +128,10 @@ class World:
                     spec_hash=spec_hash(run.spec, run.checkpoint_location), owner_uid=UID,
                     restart_nonce=run.spec.restart_nonce or "", standby=run.standby,
                     fenced=lease_access.needs_lease(run, self.policy), created_at=self.now,
+                    executors_wanted=run.spec.runtime.executors.instances if run.resizes_in_place else None,
                 ))  # fmt: skip
+            elif isinstance(action, ScaleExecutors):  # the pod's annotation, as act writes it
+                self.change(action.name, executors_wanted=action.executors)
         return decision
 
     def settle(self, limit: int = 10) -> list[Decision]:
