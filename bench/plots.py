@@ -133,6 +133,43 @@ def recovery_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
     return [target]
 
 
+def autoscale_plot(path: Path, out_dir: Path = IMG_DIR) -> list[Path]:
+    """bench.autoscale: input and processed rows/s and the lag (left), executors (right), over time."""
+    plt = _pyplot()
+    run = json.loads(Path(path).read_text())["run"]
+    samples = run["samples"]
+    if not samples:
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t = [s["t"] for s in samples]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(t, [s["input_rate"] for s in samples], label="input rows/s", color="tab:blue")
+    ax.plot(t, [s["processed_rate"] for s in samples], label="processed rows/s of batch time", color="tab:green", alpha=0.6)
+    ax.plot(t, [s["lag"] for s in samples], label="lag (records)", color="tab:red")
+    ax.set_xlabel("seconds since the step up")
+    ax.set_ylabel("rows/s, records")
+    right = ax.twinx()
+    right.step(t, [s["executors"] for s in samples], where="post", label="executors (status)", color="black")
+    right.step(t, [s["executor_pods"] for s in samples], where="post", label="executor pods Running", color="gray",
+               linestyle="--")  # fmt: skip
+    right.set_ylabel("executors")
+    right.set_ylim(0, max(s["executors"] or 0 for s in samples) + 1)
+    if run.get("stepped_down_at_s") is not None:
+        ax.axvline(run["stepped_down_at_s"], color="gray", linestyle=":", label="step down")
+    lines = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    labels = ax.get_legend_handles_labels()[1] + right.get_legend_handles_labels()[1]
+    ax.legend(lines, labels, fontsize=7, loc="upper right")
+    ax.set_title(f"Autoscaling in place (microBatch): one executor {run['per_executor']:.0f} rows/s, "
+                 f"steps to {run['high_rate']:.0f} and {run['low_rate']:.0f} rows/s", fontsize=9)  # fmt: skip
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    target = out_dir / "autoscale.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    log(f"wrote {target.relative_to(ROOT)}")
+    return [target]
+
+
 def main() -> int:
     done = False
     for bench, draw in (
@@ -140,6 +177,7 @@ def main() -> int:
         ("recovery-continuous", recovery_plot),
         ("recovery-realTime", recovery_plot),
         ("recovery-microBatch", recovery_plot),
+        ("autoscale", autoscale_plot),
     ):
         path = latest_results(bench)
         if path is not None:

@@ -1,0 +1,226 @@
+"""The autoscaling scenario (issue #40) on a cluster: a micro-batch query whose one executor cannot keep
+up once its input steps up is resized in place by the operator, and back once the input steps down.
+
+The e2e test (tests/e2e/test_autoscaling.py) asserts on what it returns; bench.autoscale runs it on a
+cluster that is up and writes its series (rate, lag and executors over time) to bench/results/.
+
+What one executor can do is measured first, not assumed: every row pays for a hash of a long string
+(HEAVY), so an executor's rate is CPU-bound and small, and the steps are set from the rate measured on
+this machine (a step up to STEP_UP x it, down to STEP_DOWN x it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from testbed.cluster.workload import Kafka, Output, Queries, fraud_spec, payments, wait_output
+from testbed.specs import FRAUD_TRANSFORMS, flagged
+from testbed.wait import wait_for
+
+HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # always true; costs a hash per row
+STEP_UP = 1.4  # x one executor's rate: one falls behind, two keep up
+STEP_DOWN = 0.1
+PARTITIONS = 4  # more than the largest size: each executor gets tasks
+CALIBRATION_RECORDS = 6000  # three full batches
+
+
+@dataclass
+class Settings:
+    window_s: int = 30  # stabilizationWindow (progress is read every few seconds: 3 records fit in it)
+    cool_down_s: int = 45
+    catch_up_s: int = 90
+    max_executors: int = 2
+    reps: int = 3000
+    max_offsets: int = 2000  # per batch: a backlog is worked off in batches of a few seconds, each reported
+    lag_bound_s: float = 5.0  # the lag is "back" below this many seconds of input
+    high_s: float = 150.0  # the step up lasts this long at most
+    low_s: float = 240.0  # the step down: until it has scaled back, at most this long
+
+
+@dataclass
+class Sample:
+    t: float  # seconds since the step up
+    input_rate: float | None
+    processed_rate: float | None
+    lag: int | None
+    executors: int | None  # status.executors: what the driver runs with
+    recommended: int | None
+    executor_pods: int  # Running executor pods
+
+
+@dataclass
+class StepRun:
+    query: str
+    per_executor: float  # rows/s one executor processed per second of batch time, measured
+    high_rate: float
+    low_rate: float
+    samples: list[Sample] = field(default_factory=list)
+    scaled_up_after_s: float | None = None
+    lag_back_after_s: float | None = None  # after the scale-up
+    stepped_down_at_s: float | None = None
+    scaled_down_after_s: float | None = None  # after the step down
+    events: list[str] = field(default_factory=list)  # ScaledExecutors messages
+    produced: int = 0
+    output: str = ""
+    resizes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, from, to) seen in status
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) -> dict[str, Any]:
+    """The query, without spec.autoscaling yet (autoscaling_block adds it: no new driver for that)."""
+    return fraud_spec(source, sink, checkpoint_dir, mode="microBatch", **{
+        "trigger": {"microBatch": {"interval": "2s"}},
+        "transforms": [{"where": HEAVY.format(reps=s.reps)}, *FRAUD_TRANSFORMS],
+        "source.kafka.options": {"maxOffsetsPerTrigger": str(s.max_offsets)},
+        "runtime": {
+            "parallelism": PARTITIONS,
+            "driver": {"cores": 1, "memory": "1536Mi"},
+            # small executors: one task at a time, a third of a core requested (the node has 2)
+            "executors": {"instances": 1, "cores": 1, "memory": "1Gi", "coreRequest": "300m"},
+        },
+    })  # fmt: skip
+
+
+def autoscaling_block(s: Settings) -> dict[str, Any]:
+    return {
+        "minExecutors": 1, "maxExecutors": s.max_executors, "targetUtilization": 0.7,
+        "catchUpDuration": f"{s.catch_up_s}s", "stabilizationWindow": f"{s.window_s}s",
+        "coolDown": f"{s.cool_down_s}s", "recommendOnly": False,
+    }  # fmt: skip
+
+
+class Sampler:
+    """status and executor pods, once a second, in the background."""
+
+    def __init__(self, sq: Queries, name: str):
+        self.sq, self.name = sq, name
+        self.t0 = time.monotonic()
+        self.samples: list[Sample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"sample-{name}", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def latest(self) -> Sample | None:
+        return self.samples[-1] if self.samples else None
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.samples.append(self._sample())
+            except Exception:  # noqa: BLE001 - a failed read (the API server busy): the next second's
+                continue
+
+    def _sample(self) -> Sample:
+        st = self.sq.status(self.name)
+        progress, auto = st.get("progress") or {}, st.get("autoscaling") or {}
+        pods = self.sq.kubectl("get", "pods", "-l", f"streamq.io/query={self.name},streamq.io/component=executor",
+                               "-o", "jsonpath={.items[*].status.phase}").stdout.split()  # fmt: skip
+        return Sample(t=round(time.monotonic() - self.t0, 1), input_rate=progress.get("inputRowsPerSecond"),
+                      processed_rate=progress.get("processedRowsPerSecond"), lag=progress.get("totalLag"),
+                      executors=st.get("executors"), recommended=auto.get("recommendedExecutors"),
+                      executor_pods=sum(p == "Running" for p in pods))  # fmt: skip
+
+
+def _executor_pods_running(sq: Queries, name: str, count: int, timeout: float) -> None:
+    def running() -> bool:
+        phases = sq.kubectl("get", "pods", "-l", f"streamq.io/query={name},streamq.io/component=executor",
+                            "-o", "jsonpath={.items[*].status.phase}").stdout.split()  # fmt: skip
+        return phases.count("Running") == count
+
+    wait_for(running, timeout, lambda: f"{count} executor pod(s) Running\n{sq.describe(name)}", interval=2, ignore=(Exception,))
+
+
+def calibrate(sq: Queries, kafka: Kafka, name: str, source: str, records: list[tuple[str, str]]) -> float:
+    """One executor's rate: a backlog worked off in full batches (maxOffsetsPerTrigger), the best batch's
+    processedRowsPerSecond (rows per second of batch time)."""
+    kafka.produce(source, records)
+    seen: dict[int, float] = {}
+
+    def worked_off() -> bool:
+        progress = sq.status(name).get("progress") or {}
+        batch, rate = progress.get("batchId"), progress.get("processedRowsPerSecond")
+        if batch is not None and rate:
+            seen[batch] = float(rate)
+        return progress.get("totalLag") == 0 and bool(seen)
+
+    wait_for(worked_off, 300, lambda: f"the calibration backlog worked off\n{sq.describe(name)}", interval=1,
+             ignore=(Exception,))  # fmt: skip
+    return max(seen.values())
+
+
+def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRun:
+    s = s or Settings()
+    name = sq.name("autoscale")
+    source = kafka.create_topic(f"{name}-payments", partitions=PARTITIONS)
+    sink = kafka.create_topic(f"{name}-flagged", partitions=1)
+    sq.apply(name, autoscaled_spec(source, sink, cluster.node_dir(name), s))
+    sq.wait_running(name, timeout=420)
+    _executor_pods_running(sq, name, 1, 300)
+    produced = payments(CALIBRATION_RECORDS)
+    per_executor = calibrate(sq, kafka, name, source, produced)
+    high, low = STEP_UP * per_executor, STEP_DOWN * per_executor
+    run = StepRun(query=name, per_executor=round(per_executor, 1), high_rate=round(high, 1), low_rate=round(low, 1))
+    sq.patch(name, {"spec": {"autoscaling": autoscaling_block(s)}})  # the same driver: not a run field
+    up_records = payments(int(high * s.high_s), start=len(produced))
+    produced += up_records
+    with Sampler(sq, name) as sampler:
+        producer = kafka.produce_paced(source, up_records, high)
+        grown = wait_for(lambda: _at(sampler, 2), s.window_s * 3 + 120, lambda: f"a scale-up\n{sq.describe(name)}",
+                         interval=1)  # fmt: skip
+        run.scaled_up_after_s = grown.t
+        bound = s.lag_bound_s * high
+        back = wait_for(lambda: _lag_below(sampler, bound, after=grown.t), s.catch_up_s + 120,
+                        lambda: f"the lag below {bound:.0f}\n{sq.describe(name)}", interval=1)  # fmt: skip
+        run.lag_back_after_s = round(back.t - grown.t, 1)
+        producer.join()  # the step up runs its course
+        run.stepped_down_at_s = round(time.monotonic() - sampler.t0, 1)
+        down_records = payments(int(low * s.low_s), start=len(produced))
+        produced += down_records
+        kafka.produce_paced(source, down_records, low)
+        shrunk = wait_for(lambda: _at(sampler, 1, after=run.stepped_down_at_s), s.low_s,
+                          lambda: f"a scale-down\n{sq.describe(name)}", interval=1)  # fmt: skip
+        run.scaled_down_after_s = round(shrunk.t - run.stepped_down_at_s, 1)
+        run.samples = list(sampler.samples)
+    run.resizes = _resizes(run.samples)
+    run.events = [e.get("message", "") for e in sq.events(name) if e.get("reason") == "ScaledExecutors"]
+    run.produced = len(produced)
+    out: Output = wait_output(kafka, sink, flagged(produced), 600, lambda: sq.describe(name))
+    run.output = out.summary()
+    return run
+
+
+def _at(sampler: Sampler, executors: int, after: float = 0.0) -> Sample | None:
+    latest = sampler.latest()
+    return latest if latest is not None and latest.t >= after and latest.executors == executors else None
+
+
+def _lag_below(sampler: Sampler, bound: float, after: float) -> Sample | None:
+    latest = sampler.latest()
+    return latest if latest is not None and latest.t > after and latest.lag is not None and latest.lag < bound else None
+
+
+def _resizes(samples: list[Sample]) -> list[tuple[float, int, int]]:
+    out: list[tuple[float, int, int]] = []
+    last: int | None = None
+    for sample in samples:
+        if sample.executors is not None and last is not None and sample.executors != last:
+            out.append((sample.t, last, sample.executors))
+        last = sample.executors if sample.executors is not None else last
+    return out
+
+
+def dumps(run: StepRun) -> str:
+    return json.dumps(run.to_json(), indent=1)
