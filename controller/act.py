@@ -36,7 +36,7 @@ from controller.decide import (
     ResizeDriver,
     ScaleExecutors,
 )
-from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
+from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused, ScaleRefused
 from controller.kube import Kube, NameConflict, api_message
 
 Log = logging.Logger | logging.LoggerAdapter[Any]  # kopf's handler logger is either
@@ -57,16 +57,26 @@ def act(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, de
     """Carry out ``decision`` for the query ``body`` (as read: children are adopted by it). An API
     failure other than a refused creation or resize raises: the pass is retried, the status unwritten."""
     ui_taken: list[str] = []
-    refused = _carry_out(kube, settings, body, inputs, decision, log, ui_taken)
+    scale_refused: list[ScaleRefused] = []
+    refused = _carry_out(kube, settings, body, inputs, decision, log, ui_taken, scale_refused)
     resized, resize_refused = _resize(kube, inputs, decision, log)
-    return ActOutcome(refused=refused, ui_taken=tuple(ui_taken), resized=resized, resize_refused=resize_refused)
+    return ActOutcome(refused=refused, ui_taken=tuple(ui_taken), resized=resized, resize_refused=resize_refused,
+                      scale_refused=tuple(scale_refused))  # fmt: skip
 
 
 def _carry_out(
-    kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, decision: Decision, log: Log, ui_taken: list[str]
+    kube: Kube,
+    settings: Settings,
+    body: dict[str, Any],
+    inputs: Inputs,
+    decision: Decision,
+    log: Log,
+    ui_taken: list[str],
+    scale_refused: list[ScaleRefused],
 ) -> CreateRefused | None:
     """The actions but the resizes, in order, up to a refused creation (returned). A UI Service's or
-    Ingress's name another object holds is added to ``ui_taken``: the query runs on without its UI."""
+    Ingress's name another object holds is added to ``ui_taken``: the query runs on without its UI; a refused
+    executors resize to ``scale_refused``."""
     for action in decision.actions:
         if isinstance(action, DeleteDriver):
             log.info("%sdeleting %s %s: %s", "force-" if action.force else "", action.kind, action.name, action.reason)
@@ -77,9 +87,13 @@ def _carry_out(
                     log.info("released lease %s of ended driver %s for the standby", action.name, action.holder)
             except ApiException as exc:
                 log.warning("cannot release lease %s: %s", action.name, api_message(exc))
-        elif isinstance(action, ScaleExecutors):  # a failure raises: the pass is retried, the status unwritten
-            if kube.annotate_pod(inputs.namespace, action.name, {EXECUTORS_ANNOTATION: str(action.executors)}, inputs.uid):
-                log.info("driver %s: %d -> %d executors", action.name, action.before, action.executors)
+        elif isinstance(action, ScaleExecutors):  # refused: said in status and an event, the query runs on
+            try:
+                if kube.annotate_pod(inputs.namespace, action.name, {EXECUTORS_ANNOTATION: str(action.executors)}, inputs.uid):
+                    log.info("driver %s: %d -> %d executors", action.name, action.before, action.executors)
+            except ApiException as exc:
+                log.warning("cannot resize the executors of driver %s: %s", action.name, api_message(exc))
+                scale_refused.append(ScaleRefused(action, api_message(exc)))
         elif isinstance(action, ApplySparkUIService):  # a failure raises: the pass is retried, the status unwritten
             try:
                 _apply_spark_ui(kube, settings, body, action, log)

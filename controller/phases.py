@@ -64,6 +64,7 @@ class Reason(StrEnum):
     RESIZE_REFUSED = "DriverResizeRefused"  # ... and the API server refused that resize: it runs on its waiting request
     SCALE_RECOMMENDED = "ScaleRecommended"  # autoscaling recommends another number of executors (recommendOnly)
     SCALED = "ScaledExecutors"  # autoscaling resized a running driver's executors in place
+    SCALE_REFUSED = "ScaleRefused"  # ... and the API server refused the write of the driver pod
     UPGRADE_STARTED = "UpgradeStarted"  # a driver of the changed spec starts beside the running one (warm)
     UPGRADE_HANDOVER = "UpgradeHandover"  # the new driver is warm: the running one stops and hands the Lease over
     UPGRADE_COMPLETED = "UpgradeCompleted"  # the new driver runs the query

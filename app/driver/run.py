@@ -61,7 +61,7 @@ from contract.modes import Mode
 from contract.problems import SpecError
 from contract.progress import Recovered
 from contract.resume import ResumeFrom
-from contract.spec import IncompatibleChange, QuerySpec
+from contract.spec import MAX_EXECUTORS, IncompatibleChange, QuerySpec
 
 log = logging.getLogger("streamq.job")
 STOP_WAIT_S = 40.0  # a failed query's thread must end before it runs again in place (Spark's stopTimeout is 30 s)
@@ -282,9 +282,11 @@ def _run_query(job: Job, plan: StartPlan, terminal: Terminal | None, spark=None,
         if held_executors:  # renewed meanwhile: the Lease stays this driver's while they start
             executors.start(spark, held_executors, stop.event, job.fence)
     if options.executors_file and spec.mode is Mode.MICRO_BATCH and spec.runtime.executors.instances > 0:
-        auto = spec.autoscaling  # the most it follows: what the spec (and so the policy) admits
-        most = auto.max_executors if auto is not None else spec.runtime.executors.instances
-        Resizer(spark, options.executors_file, most, stop.event).start(held_executors or spec.runtime.executors.instances)
+        # Bounded by the model's cap only: spec.autoscaling (maxExecutors) may be added or changed after this
+        # driver started (it is not a run field), and whoever may write the pod's annotation may run pods anyway.
+        Resizer(spark, options.executors_file, MAX_EXECUTORS, stop.event).start(
+            held_executors or spec.runtime.executors.instances
+        )
     if spec.mode is not Mode.CONTINUOUS:  # continuous queries emit no progress events
         spark.streams.addListener(make_listener(job.rates, job.wake))
     failpoints.arm_signalled_failure()

@@ -57,7 +57,7 @@ from contract.load import validate_spec
 from contract.names import KIND, query_name_problem
 from contract.problems import Problem, SpecError
 from contract.spec import QuerySpec
-from controller.decide import drivers, restart, spark_ui, standby, upgrade
+from controller.decide import autoscale, drivers, restart, spark_ui, standby, upgrade
 from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused
 from controller.decide.conditions import ProblemKind
 from controller.decide.draft import (
@@ -119,6 +119,8 @@ def _after_acting(inputs: Inputs, acted: ActOutcome, carried_out: Decision) -> D
         decision = drivers.resized(decision, action)
     for refusal in acted.resize_refused:
         decision = drivers.resize_refused(decision, refusal.action, refusal.message)
+    for scale in acted.scale_refused:
+        decision = autoscale.scale_refused(decision, inputs.status, scale.action, scale.message)
     for why in acted.ui_taken:  # the query runs on, without its UI
         decision = spark_ui.name_taken(decision, why)
     refused = acted.refused

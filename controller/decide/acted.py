@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from controller.decide.draft import ResizeDriver
+from controller.decide.draft import ResizeDriver, ScaleExecutors
 
 
 class Refusal(StrEnum):
@@ -42,6 +42,14 @@ class ResizeRefused:
 
 
 @dataclass(frozen=True)
+class ScaleRefused:
+    """The API server refused to write a driver pod's executors (RBAC: a chart without patch on pods, admission)."""
+
+    action: ScaleExecutors
+    message: str
+
+
+@dataclass(frozen=True)
 class ActOutcome:
     """What came of carrying out one decision; ``ActOutcome()`` when it all went as decided."""
 
@@ -49,6 +57,7 @@ class ActOutcome:
     ui_taken: tuple[str, ...] = ()  # why each Spark UI Service or Ingress name is another object's
     resized: tuple[ResizeDriver, ...] = ()  # resizes the API server took
     resize_refused: tuple[ResizeRefused, ...] = ()
+    scale_refused: tuple[ScaleRefused, ...] = ()
 
     @property
     def as_decided(self) -> bool:

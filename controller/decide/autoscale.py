@@ -35,6 +35,7 @@ driver asks Spark's scheduler backend for them (app.driver.executors); status.ex
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import datetime, timedelta
 from statistics import fmean
 
@@ -44,10 +45,10 @@ from contract.policy import Policy
 from contract.progress import ProgressRecord
 from contract.spec import Autoscaling, QuerySpec, duration_ms
 from controller import names
-from controller.decide.draft import Draft, ScaleExecutors
+from controller.decide.draft import Decision, Draft, Event, ScaleExecutors
 from controller.observe import Driver
 from controller.phases import Reason
-from controller.status import AutoscalingStatus, AutoscalingVerdict, RateSample, ScaleChange, format_time, parse_time
+from controller.status import AutoscalingStatus, AutoscalingVerdict, QueryStatus, RateSample, ScaleChange, format_time, parse_time
 
 STALE_AFTER_S = 60.0  # a newest record older than this is no ground for a decision
 MIN_SAMPLES = 3  # records at the current size within the window before anything but hold
@@ -85,6 +86,23 @@ def recommend(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
         resizes = "recommendOnly: nothing is changed" if auto.recommend_only else "this driver cannot be resized in place"
         d.event("Normal", Reason.SCALE_RECOMMENDED,
                 f"{wanted} executors recommended, {executors} run ({resizes}): {new.reason}")  # fmt: skip
+
+
+NOT_RESIZED = "not resized in place"
+
+
+def scale_refused(decision: Decision, old: QueryStatus, action: ScaleExecutors, why: str) -> Decision:
+    """The API server refused the pod's executors annotation: the driver keeps its size (status says so), the
+    next pass tries again; a Warning event when it starts being refused, not on every pass."""
+    status = decision.status.model_copy(deep=True)
+    status.executors = action.before
+    if status.autoscaling is not None:
+        status.autoscaling.reason = f"{status.autoscaling.reason}; {NOT_RESIZED}: {why}"
+    events = tuple(e for e in decision.events if e.reason != Reason.SCALED)
+    if not (old.autoscaling is not None and NOT_RESIZED in old.autoscaling.reason):
+        events += (Event("Warning", Reason.SCALE_REFUSED, f"driver {action.name} stays at {action.before} executors, not "
+                         f"{action.executors}: the API server refused the write of its pod ({why})"),)  # fmt: skip
+    return replace(decision, status=status, events=events)
 
 
 def size(

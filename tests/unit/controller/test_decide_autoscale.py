@@ -293,3 +293,28 @@ def test_autoscaling_removed_clears_its_status():
     w.edit(autoscaling=None)
     decision = w.reconcile()
     assert w.status.autoscaling is None and decision.actions == ()  # not a run field: no new driver
+
+
+def test_a_refused_write_of_the_driver_pod_keeps_its_size_and_warns_once():
+    from dataclasses import replace
+
+    from controller.decide import ActOutcome, ScaleExecutors, decide
+    from controller.decide.acted import ScaleRefused
+
+    w = running_world_that_resizes()
+    for i in range(2):
+        feed(w, 6000.0, 30_000 * (i + 1))
+    w.advance(STEP_S)
+    fields = record(0, 6000.0, 2, lag=90_000).model_dump(exclude_none=True)
+    fields["updated_at"] = format_time(w.now)
+    w.driver_reports(**{**fields, "timestamp": fields["updated_at"]})
+    inputs = w.inputs()
+    decided = decide(inputs)
+    action = next(a for a in decided.actions if isinstance(a, ScaleExecutors))
+    refused = ActOutcome(scale_refused=(ScaleRefused(action, 'pods "q-driver-1" is forbidden'),))
+    after = decide(replace(inputs, acted=refused))
+    assert after.status.executors == 2 and after.status.autoscaling is not None
+    assert after.status.autoscaling.reason.endswith('not resized in place: pods "q-driver-1" is forbidden')
+    assert [e.reason for e in after.events if e.reason in (Reason.SCALED, Reason.SCALE_REFUSED)] == [Reason.SCALE_REFUSED]
+    again = decide(replace(inputs, status=after.status, acted=refused))  # the next pass, still refused: no new event
+    assert not [e for e in again.events if e.reason == Reason.SCALE_REFUSED]
