@@ -41,7 +41,8 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
         patch=("handlers.py", "settings.persistence.finalizer = names.FINALIZER"),
     ),
     **_resource(GROUP, f"{PLURAL}/status", patch=("kube.py", "self.custom.patch_namespaced_custom_object_status(")),
-    # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress)
+    # driver pods: listed and watched (observe), created and deleted (reconcile), their log read (progress),
+    # a running micro-batch driver's executors annotation written (autoscaling in place)
     **_resource(
         "",
         "pods",
@@ -50,6 +51,7 @@ OPERATOR_ACCESS: dict[tuple[str, str, str], Call] = {
         watch=("handlers.py", '@kopf.on.event("pods", labels=DRIVER_LABELS)'),
         create=CREATE,
         delete=DELETE,
+        patch=("kube.py", "self.core.patch_namespaced_pod("),
     ),
     **_resource("", "pods/log", get=("kube.py", "self.core.read_namespaced_pod_log(")),
     # a driver that waited on the Lease grows to its CPU request once it runs the query (in place)
