@@ -23,7 +23,7 @@ from testbed.specs import FRAUD_TRANSFORMS, flagged
 from testbed.wait import wait_for
 
 HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # always true; costs a hash per row
-STEP_UP = 1.1  # x one executor's rate: one falls behind; two, on 2 cores shared with the rest, made ~1.35x of it
+STEP_UP = 1.1  # x one executor's best rate: one falls behind; two, on 2 cores shared with the rest, did 1.5x one
 STEP_DOWN = 0.1
 PARTITIONS = 4  # more than the largest size: each executor gets tasks
 
