@@ -198,6 +198,8 @@ PRINTER_COLUMNS = [
     {"name": "Last-Commit", "type": "date", "jsonPath": field_path("last_commit_time"), "priority": 1},
     {"name": "Slots", "type": "integer", "jsonPath": field_path("slots"), "priority": 1},
     {"name": "Driver", "type": "string", "jsonPath": ".status.driver", "priority": 1},
+    {"name": "Executors", "type": "integer", "jsonPath": ".status.executors", "priority": 1},
+    {"name": "Recommended", "type": "integer", "jsonPath": ".status.autoscaling.recommendedExecutors", "priority": 1},
     {"name": "Upgrade", "type": "string", "jsonPath": ".status.upgrade.state", "priority": 1,
      "description": "A warm upgrade: Warming, HandingOver, or Failed (the previous spec runs on)"},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},

@@ -155,6 +155,7 @@ def test_status_subresource_columns_and_names(rendered, schema):
         "Epoch": ".status.progress.batchId", "Lag": ".status.progress.totalLag",
         "Health": ".status.progress.health.state", "Last-Commit": ".status.progress.lastCommitTime",
         "Slots": ".status.progress.slots", "Driver": ".status.driver", "Upgrade": ".status.upgrade.state", "Message": ".status.message",
+        "Executors": ".status.executors", "Recommended": ".status.autoscaling.recommendedExecutors",  # -o wide
         "Age": ".metadata.creationTimestamp",
     }  # fmt: skip
     default_columns = [c["name"] for c in version["additionalPrinterColumns"] if not c.get("priority")]
