@@ -66,6 +66,9 @@ def recommend(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
     d.status.executors = executors
     d.status.executor_selector = names.selector(d.inputs.name, names.COMPONENT_EXECUTOR)
     auto = run_spec.autoscaling
+    acting = auto is not None and not auto.recommend_only and current.executors_wanted is not None
+    if not acting and current.executors_wanted is not None and executors != run_spec.runtime.executors.instances:
+        executors = _back_to_the_spec(d, current, run_spec, executors)
     if auto is None:
         d.status.autoscaling = None
         return
@@ -86,6 +89,17 @@ def recommend(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
         resizes = "recommendOnly: nothing is changed" if auto.recommend_only else "this driver cannot be resized in place"
         d.event("Normal", Reason.SCALE_RECOMMENDED,
                 f"{wanted} executors recommended, {executors} run ({resizes}): {new.reason}")  # fmt: skip
+
+
+def _back_to_the_spec(d: Draft, current: Driver, run_spec: QuerySpec, executors: int) -> int:
+    """Nothing resizes the driver (no autoscaling, or recommendOnly), yet its pod says another size: left by
+    autoscaling that was turned off since, or written by hand. The spec's size is the one that holds."""
+    instances = run_spec.runtime.executors.instances
+    d.actions.append(ScaleExecutors(current.name, instances, executors))
+    d.status.executors = instances
+    d.event("Normal", Reason.SCALED, f"driver {current.name}: {executors} -> {instances} executors: "
+            "runtime.executors.instances, as nothing resizes this query (no autoscaling, or recommendOnly)")  # fmt: skip
+    return instances
 
 
 NOT_RESIZED = "not resized in place"

@@ -15,7 +15,7 @@ from contract.load import validate_spec
 from contract.policy import Policy
 from contract.progress import ProgressRecord
 from contract.spec import QuerySpec
-from controller.decide import Decision, Verb
+from controller.decide import Decision, ScaleExecutors, Verb
 from controller.decide.autoscale import MAX_SAMPLES, size
 from controller.phases import Reason
 from controller.status import AutoscalingStatus, format_time
@@ -318,3 +318,18 @@ def test_a_refused_write_of_the_driver_pod_keeps_its_size_and_warns_once():
     assert [e.reason for e in after.events if e.reason in (Reason.SCALED, Reason.SCALE_REFUSED)] == [Reason.SCALE_REFUSED]
     again = decide(replace(inputs, status=after.status, acted=refused))  # the next pass, still refused: no new event
     assert not [e for e in again.events if e.reason == Reason.SCALE_REFUSED]
+
+
+@pytest.mark.parametrize("change", [{"autoscaling.recommendOnly": True}, {"autoscaling": None}])
+def test_a_driver_left_at_another_size_goes_back_to_the_spec_when_nothing_resizes_it(change):
+    w = running_world_that_resizes()
+    for i in range(3):
+        feed(w, 6000.0, 30_000 * (i + 1))
+    assert w.driver.executors_wanted == 8
+    w.edit(**change)  # not a run field: the same driver
+    decision = w.reconcile()
+    assert [(a.before, a.executors) for a in decision.actions if isinstance(a, ScaleExecutors)] == [(8, 2)]
+    assert w.driver.executors_wanted == 2 and w.status.executors == 2
+    assert any(e.reason == Reason.SCALED and "8 -> 2 executors: runtime.executors.instances" in e.message
+               for e in decision.events)  # fmt: skip
+    assert w.reconcile().actions == ()  # and then nothing more
