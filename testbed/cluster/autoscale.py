@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from testbed.cluster.workload import Kafka, Output, Queries, fraud_spec, payments, wait_output
+from testbed.cluster.workload import Kafka, Output, Poller, Queries, fraud_spec, payments, wait_output
 from testbed.specs import FRAUD_TRANSFORMS, flagged
 from testbed.wait import wait_for
 
@@ -99,33 +98,23 @@ def autoscaling_block(s: Settings) -> dict[str, Any]:
     }  # fmt: skip
 
 
-class Sampler:
+class Sampler(Poller):
     """status and executor pods, once a second, in the background."""
 
     def __init__(self, sq: Queries, name: str):
+        super().__init__(f"sample-{name}", 1.0, join_s=10.0)
         self.sq, self.name = sq, name
         self.t0 = time.monotonic()
         self.samples: list[Sample] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"sample-{name}", daemon=True)
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
     def latest(self) -> Sample | None:
         return self.samples[-1] if self.samples else None
 
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                self.samples.append(self._sample())
-            except Exception:  # noqa: BLE001 - a failed read (the API server busy): the next second's
-                continue
+    def poll(self) -> None:
+        try:
+            self.samples.append(self._sample())
+        except Exception:  # noqa: BLE001 - a failed read (the API server busy): the next second's
+            pass
 
     def _sample(self) -> Sample:
         st = self.sq.status(self.name)

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -272,38 +272,54 @@ def first_output_after(kafka: Kafka, sink: str, before: set, timeout: float) -> 
     return time.monotonic() - t0
 
 
-class DriverWatch:
-    """Polls a query's driver pods in the background (terminating ones included) and
-    keeps the most seen at once: "never two drivers" holds only if ``most`` stays <= 1."""
+class Poller:
+    """Calls ``poll`` in a background thread, then every ``interval`` seconds, for as long as a ``with``
+    block lasts (the samplers of the e2e scenarios)."""
 
-    def __init__(self, sq: Queries, name: str, interval: float = 0.3):
-        self.sq, self.name, self.interval = sq, name, interval
-        self.most = 0
-        self.seen: set[str] = set()
-        self.samples = 0
-        self.overlaps: list[list[str]] = []
+    def __init__(self, name: str, interval: float, join_s: float = 30.0):
+        self.interval, self.join_s = interval, join_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"drivers-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def __enter__(self) -> DriverWatch:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(30)
+        self._thread.join(self.join_s)
+
+    def poll(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
+        while True:
+            self.poll()
+            if self._stop.wait(self.interval):
+                return
+
+
+class DriverWatch(Poller):
+    """Polls a query's driver pods in the background (terminating ones included) and
+    keeps the most seen at once: "never two drivers" holds only if ``most`` stays <= 1."""
+
+    def __init__(self, sq: Queries, name: str, interval: float = 0.3):
+        super().__init__(f"drivers-{name}", interval)
+        self.sq, self.name = sq, name
+        self.most = 0
+        self.seen: set[str] = set()
+        self.samples = 0
+        self.overlaps: list[list[str]] = []
+
+    def poll(self) -> None:
         selector = f"streamq.io/query={self.name},streamq.io/component=driver"
-        while not self._stop.is_set():
-            out = self.sq.kubectl("get", "pods", "-l", selector, "-o", "name", check=False, timeout=20).stdout
-            pods = sorted(line.split("/", 1)[-1] for line in out.splitlines() if line.strip())
-            self.samples += 1
-            self.seen.update(pods)
-            self.most = max(self.most, len(pods))
-            if len(pods) > 1:
-                self.overlaps.append(pods)
-            self._stop.wait(self.interval)
+        out = self.sq.kubectl("get", "pods", "-l", selector, "-o", "name", check=False, timeout=20).stdout
+        pods = sorted(line.split("/", 1)[-1] for line in out.splitlines() if line.strip())
+        self.samples += 1
+        self.seen.update(pods)
+        self.most = max(self.most, len(pods))
+        if len(pods) > 1:
+            self.overlaps.append(pods)
 
 
 # The e2e tests' changes to query_spec: more room for the driver, restarts enough to ride out kills.
