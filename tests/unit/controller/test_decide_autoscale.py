@@ -333,3 +333,16 @@ def test_a_driver_left_at_another_size_goes_back_to_the_spec_when_nothing_resize
     assert any(e.reason == Reason.SCALED and "8 -> 2 executors: runtime.executors.instances" in e.message
                for e in decision.events)  # fmt: skip
     assert w.reconcile().actions == ()  # and then nothing more
+
+
+def test_small_batches_idle_most_of_the_time_do_not_hold_a_size_up():
+    """What the e2e cluster showed: at 67 rows/s a batch is mostly its fixed cost, so its rows per second
+    of batch time (47 per executor) understate an executor; 19% busy with nothing waiting is room enough."""
+    s, previous = spec(2, coolDown="1m"), None
+    for i in range(8):
+        t = i * STEP_S
+        fields = {"processed_rows_per_second": 94.0, "busy_ratio": 0.19}
+        previous = size(s.autoscaling, s, previous=previous, record=record(t, 67.0, 2, lag=0, **fields),
+                        now=T0 + timedelta(seconds=t + 1))  # fmt: skip
+    assert previous.recommended_executors == 1, previous.reason
+    assert "busy 19% with no backlog: ceil(2 x 0.19 / 0.7) = 1" in previous.reason
