@@ -16,8 +16,8 @@ driver it replaces is still going (Spark deletes it as that driver stops, Kubern
 driver's pod), and a ResourceQuota counts a pod until it is gone: for those seconds both sets
 hold what they requested. So every driver that can run at once counts with its executors:
 ``drivers x (driver + executors)``, and a quota sized from the caps lets a takeover through.
-Warm upgrades are only for queries without executors (QuerySpec.warm_upgrades), so there it is
-two drivers' worth.
+A query with executors has warm upgrades only with a standby (QuerySpec.warm_upgrades): without one,
+a warm upgrade is two drivers' worth and no executors more.
 """
 
 from __future__ import annotations

@@ -206,10 +206,10 @@ def _slots_cel() -> Cel:
 # --- autoscaling (controller.decide.autoscale) ---------------------------------------------
 
 RECOMMEND_ONLY = (
-    "recommendOnly: false resizes microBatch queries of backend pod only (the running driver's own executor "
-    "requests); continuous and realTime queries run one task per partition for their whole life and would need a "
-    "warm handover with executors, not available yet; availableNow stops by itself. Leave recommendOnly true there "
-    "and apply a recommendation through runtime.executors.instances (kubectl scale sq/NAME --replicas=N)"
+    "recommendOnly: false acts for queries of backend pod only: a microBatch driver resizes its executors in "
+    "place, a continuous or realTime query moves to a driver of the new size (a warm upgrade); availableNow stops "
+    "by itself, and a SparkApplication's executors are the Spark operator's. Leave recommendOnly true there and "
+    "apply a recommendation through runtime.executors.instances (kubectl scale sq/NAME --replicas=N)"
 )
 MIN_OVER_MAX = "minExecutors is larger than maxExecutors"
 OUTSIDE_RANGE = (
@@ -223,7 +223,7 @@ def _autoscaling(spec: QuerySpec) -> Found:
     auto = spec.autoscaling
     if auto is None:
         return
-    if not auto.recommend_only and (spec.mode is not Mode.MICRO_BATCH or spec.runtime.backend is not model.Backend.POD):
+    if not auto.recommend_only and (spec.mode is Mode.AVAILABLE_NOW or spec.runtime.backend is not model.Backend.POD):
         yield ".autoscaling.recommendOnly", RECOMMEND_ONLY
     if auto.min_executors > auto.max_executors:
         yield ".autoscaling", f"{MIN_OVER_MAX} ({auto.min_executors} > {auto.max_executors})"
@@ -251,7 +251,7 @@ def _autoscaling_cel() -> tuple[Cel, ...]:
     return (
         Cel(
             f"!{wants} || !has(self.autoscaling.recommendOnly) || self.autoscaling.recommendOnly || "
-            f"(has(self.trigger.{Mode.MICRO_BATCH}) && ({pod}))",
+            f"(!has(self.trigger.{Mode.AVAILABLE_NOW}) && ({pod}))",
             RECOMMEND_ONLY,
             field_path=".autoscaling.recommendOnly",
         ),

@@ -1186,11 +1186,12 @@ class QuerySpec(Model):
     @property
     def warm_upgrades(self) -> bool:
         """Spec changes reach it warm: its drivers are fenced by the query's Lease. Pod backend only
-        (spark-operator submits the driver itself), and no executors: they find their driver through
-        the query's one driver Service, which would name both drivers during a hand-over), and a
-        checkpoint the next driver pod reaches too."""
+        (spark-operator submits the driver itself), a checkpoint the next driver pod reaches too, and no
+        executors unless the query has a standby: the platform's caps count a second driver's executors
+        (contract.capacity) only where a second driver runs anyway. Two drivers' executors never mix:
+        each dials its own driver's pod IP (app.pipeline.session), and one waiting on the Lease starts none."""
         return (self.upgrade_policy.strategy is not UpgradeStrategy.RESTART and self.runtime.backend is Backend.POD
-                and self.runtime.executors.instances == 0 and self.checkpoint.shared)  # fmt: skip
+                and (self.runtime.executors.instances == 0 or bool(self.runtime.standby)) and self.checkpoint.shared)  # fmt: skip
 
     @property
     def commit_interval(self) -> str | None:

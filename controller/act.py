@@ -36,7 +36,7 @@ from controller.decide import (
     ResizeDriver,
     ScaleExecutors,
 )
-from controller.decide.acted import ActOutcome, CreateRefused, Refusal, ResizeRefused, ScaleRefused
+from controller.decide.acted import ActOutcome, CreateRefused, Refusal, Refused
 from controller.kube import Kube, NameConflict, api_message
 
 Log = logging.Logger | logging.LoggerAdapter[Any]  # kopf's handler logger is either
@@ -57,7 +57,7 @@ def act(kube: Kube, settings: Settings, body: dict[str, Any], inputs: Inputs, de
     """Carry out ``decision`` for the query ``body`` (as read: children are adopted by it). An API
     failure other than a refused creation or resize raises: the pass is retried, the status unwritten."""
     ui_taken: list[str] = []
-    scale_refused: list[ScaleRefused] = []
+    scale_refused: list[Refused[ScaleExecutors]] = []
     refused = _carry_out(kube, settings, body, inputs, decision, log, ui_taken, scale_refused)
     resized, resize_refused = _resize(kube, inputs, decision, log)
     return ActOutcome(refused=refused, ui_taken=tuple(ui_taken), resized=resized, resize_refused=resize_refused,
@@ -72,7 +72,7 @@ def _carry_out(
     decision: Decision,
     log: Log,
     ui_taken: list[str],
-    scale_refused: list[ScaleRefused],
+    scale_refused: list[Refused[ScaleExecutors]],
 ) -> CreateRefused | None:
     """The actions but the resizes, in order, up to a refused creation (returned). A UI Service's or
     Ingress's name another object holds is added to ``ui_taken``: the query runs on without its UI; a refused
@@ -93,7 +93,7 @@ def _carry_out(
                     log.info("driver %s: %d -> %d executors", action.name, action.before, action.executors)
             except ApiException as exc:
                 log.warning("cannot resize the executors of driver %s: %s", action.name, api_message(exc))
-                scale_refused.append(ScaleRefused(action, api_message(exc)))
+                scale_refused.append(Refused(action, api_message(exc)))
         elif isinstance(action, ApplySparkUIService):  # a failure raises: the pass is retried, the status unwritten
             try:
                 _apply_spark_ui(kube, settings, body, action, log)
@@ -148,12 +148,12 @@ def _create(
 
 def _resize(
     kube: Kube, inputs: Inputs, decision: Decision, log: Log
-) -> tuple[tuple[ResizeDriver, ...], tuple[ResizeRefused, ...]]:
+) -> tuple[tuple[ResizeDriver, ...], tuple[Refused[ResizeDriver], ...]]:
     """After the other actions (the driver it replaced is being deleted, its room freed): grow a
     driver that waited on the Lease to its CPU request. Returns the resizes taken and those refused
     for good (the next decision says so once, and asks no more)."""
     taken: list[ResizeDriver] = []
-    refused: list[ResizeRefused] = []
+    refused: list[Refused[ResizeDriver]] = []
     for action in decision.actions:
         if not isinstance(action, ResizeDriver):
             continue
@@ -165,7 +165,7 @@ def _resize(
             if exc.status not in RESIZE_REFUSED_FOR_GOOD:
                 raise
             log.warning("cannot resize driver %s: %s", action.name, api_message(exc))
-            refused.append(ResizeRefused(action, api_message(exc)))
+            refused.append(Refused(action, api_message(exc)))
     return tuple(taken), tuple(refused)
 
 

@@ -162,7 +162,7 @@ def derived_variables() -> list[tuple[str, str]]:
                    f"({V}location.matches('^[a-z][a-z0-9+.-]*://') && !{V}location.startsWith('file:'))"),
         # QuerySpec.warm_upgrades and contract.capacity.second_driver
         ("warm", f"{V}strategy != {_str(spec_model.UpgradeStrategy.RESTART.value)} && "
-                 f"{V}backend == {_str(spec_model.Backend.POD.value)} && {V}instances == 0 && {V}shared"),
+                 f"{V}backend == {_str(spec_model.Backend.POD.value)} && ({V}instances == 0 || {V}standby) && {V}shared"),
         ("why", f"{V}standby ? 'runtime.standby' : !{V}warm ? '' : "
                 f"{V}strategy == {_str(spec_model.UpgradeStrategy.BLUE_GREEN.value)} ? 'upgrade.strategy blueGreen' "
                 ": 'warm upgrades'"),

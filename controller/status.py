@@ -48,6 +48,11 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 UpgradeState = Literal["Warming", "HandingOver", "Failed"]
 
 
+def _timestamp(description: str, **default: Any) -> Any:
+    """A field holding an RFC 3339 time: format date-time in the CRD schema. ``default=None`` where it may be absent."""
+    return Field(description=description, json_schema_extra={"format": "date-time"}, **default)
+
+
 class StatusModel(BaseModel):
     # Tolerant on read: an older or newer operator may have written other fields.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
@@ -63,9 +68,7 @@ class Condition(StatusModel):
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(description="Why, in one CamelCase word (DriverRunning, Unschedulable, InvalidSpec, ...).")
     message: str = Field(default="", description="Why, in a sentence.")
-    last_transition_time: str | None = Field(
-        default=None, description="When status last changed.", json_schema_extra={"format": "date-time"}
-    )
+    last_transition_time: str | None = _timestamp("When status last changed.", default=None)
     observed_generation: int | None = Field(default=None, description="The metadata.generation it was set for.")
 
 
@@ -74,7 +77,7 @@ class Failure(StatusModel):
 
     reason: str = Field(description="What happened, in one word (DriverFailed, DriverLost, Stalled, InvalidSpec, ...).")
     message: str = Field(default="", description="What the driver said on its way out, or what the operator saw.")
-    time: str | None = Field(default=None, description="When the operator saw it.", json_schema_extra={"format": "date-time"})
+    time: str | None = _timestamp("When the operator saw it.", default=None)
     exit_code: int | None = Field(default=None, description="The driver's exit code, when it exited.")
     driver: str | None = Field(default=None, description="The driver that failed.")
     attempt: int | None = Field(default=None, description="Its attempt number: a failure is counted once.")
@@ -150,9 +153,7 @@ class UpgradeStatus(StatusModel):
         description="Warming: the new driver starts and warms up; HandingOver: the old one stops and releases "
         "the Lease; Failed: the new driver could not start and the old one goes on (until the spec changes).",
     )
-    started_at: str | None = Field(
-        default=None, description="When the upgrade started.", json_schema_extra={"format": "date-time"}
-    )
+    started_at: str | None = _timestamp("When the upgrade started.", default=None)
     message: str | None = Field(default=None, description="Why it failed, or why a plain restart was chosen.")
     no_room: bool | None = Field(
         default=None, description="Creating the new driver was refused for want of quota: the next pass restarts instead."
@@ -165,7 +166,7 @@ AutoscalingVerdict = Literal["ScaleUp", "ScaleDown", "Hold"]
 class RateSample(StatusModel):
     """One progress record as the autoscaler keeps it (controller.decide.autoscale): rates, busy time, backlog."""
 
-    at: str = Field(description="When the driver measured it.", json_schema_extra={"format": "date-time"})
+    at: str = _timestamp("When the driver measured it.")
     executors: int = Field(description="Executors the driver ran with.")
     input: float | None = Field(default=None, description="Input rows per second.")
     processed: float | None = Field(default=None, description="Rows processed per second of batch time.")
@@ -178,10 +179,9 @@ class ScaleChange(StatusModel):
 
     from_executors: int = Field(description="Executors before.")
     to_executors: int = Field(description="Executors after.")
-    at: str = Field(description="When it was first seen.", json_schema_extra={"format": "date-time"})
-    processed_before: float | None = Field(
-        default=None, description="Rows processed per second of batch time before it (ineffective scaling)."
-    )
+    at: str = _timestamp("When it was first seen.")
+    # Both are kept only for a scale-up: ineffective scaling compares the processed rate before and after it.
+    processed_before: float | None = Field(default=None, description="Rows processed per second of batch time before it.")
     ineffective: bool | None = Field(
         default=None,
         description="A scale-up that did not raise the processed rate: no larger size is recommended again until "
@@ -196,15 +196,11 @@ class AutoscalingStatus(StatusModel):
     recommended_executors: int = Field(description="Executors it needs, within minExecutors and maxExecutors.")
     decision: AutoscalingVerdict = Field(description="ScaleUp, ScaleDown or Hold: the recommendation against the current size.")
     reason: str = Field(description="Why, in a sentence: the rates and backlog it was computed from, or why it holds.")
-    last_change_time: str | None = Field(
-        default=None,
-        description="When the recommendation last changed (at most once per stabilizationWindow).",
-        json_schema_extra={"format": "date-time"},
+    last_change_time: str | None = _timestamp(
+        "When the recommendation last changed (at most once per stabilizationWindow).", default=None
     )
-    last_scale_up_time: str | None = Field(
-        default=None,
-        description="When the recommendation last grew: no smaller one within coolDown.",
-        json_schema_extra={"format": "date-time"},
+    last_scale_up_time: str | None = _timestamp(
+        "When the recommendation last grew: no smaller one within coolDown.", default=None
     )
     last_scaling: ScaleChange | None = Field(default=None, description="The last change of the executors it saw.")
     samples: list[RateSample] = Field(
@@ -227,10 +223,8 @@ class QueryStatus(StatusModel):
     driver: str | None = Field(default=None, description="Name of the current driver pod or SparkApplication.")
     driver_kind: DriverKind | None = Field(default=None, description="Pod or SparkApplication (spec.runtime.backend).")
     attempt: int = Field(default=0, description="Drivers created so far; the current driver's number.")
-    driver_start_time: str | None = Field(
-        default=None,
-        description="When the current driver started running (restartPolicy.stableAfter counts from it).",
-        json_schema_extra={"format": "date-time"},
+    driver_start_time: str | None = _timestamp(
+        "When the current driver started running (restartPolicy.stableAfter counts from it).", default=None
     )
     standby: str | None = Field(default=None, description="Name of the standby driver pod (spec.runtime.standby).")
     executors: int | None = Field(
@@ -257,11 +251,7 @@ class QueryStatus(StatusModel):
         description="The Spark UI of the current driver, through its Service (spec.runtime.sparkUI): http://<query>-ui.<namespace>.svc:4040.",
     )
     restarts: int = Field(default=0, description="Restarts after failures since the query last ran stably.")
-    next_restart_time: str | None = Field(
-        default=None,
-        description="When the next driver starts, after the backoff (phase Restarting).",
-        json_schema_extra={"format": "date-time"},
-    )
+    next_restart_time: str | None = _timestamp("When the next driver starts, after the backoff (phase Restarting).", default=None)
     last_failure: Failure | None = None
     checkpoint: CheckpointStatus | None = None
     upgrade: UpgradeStatus | None = Field(default=None, description="A warm upgrade in progress, or the last that failed.")

@@ -160,6 +160,7 @@ def _decide(inputs: Inputs) -> Decision:
 
     # 2. the checkpoint gate; the location it picked reaches the pod, so it keeps the spec's rules too
     run_spec, checkpoint = checkpoint_gate(d, desired)
+    run_spec = autoscale.sized(run_spec, old.autoscaling)  # continuous, realTime: the size is a new driver's
     derived = derived_location_problems(run_spec, checkpoint.location, policy=inputs.policy, facts=inputs.facts,
                                         namespace=inputs.namespace, why=f"checkpoint reset {checkpoint.resets}")  # fmt: skip
     if derived:

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 from controller.decide.draft import ResizeDriver, ScaleExecutors
+
+ActionT = TypeVar("ActionT", ResizeDriver, ScaleExecutors)
 
 
 class Refusal(StrEnum):
@@ -34,19 +37,15 @@ class CreateRefused:
 
 
 @dataclass(frozen=True)
-class ResizeRefused:
-    """The in-place resize ``action`` was refused for good (no resize subresource, not allowed, invalid)."""
+class Refused(Generic[ActionT]):
+    """A write to a running driver's pod that the API server refused for good, and its own words why."""
 
-    action: ResizeDriver
-    message: str  # the API server's own words, for the status and the event
+    action: ActionT
+    message: str  # for the status and the event
 
 
-@dataclass(frozen=True)
-class ScaleRefused:
-    """The API server refused to write a driver pod's executors (RBAC: a chart without patch on pods, admission)."""
-
-    action: ScaleExecutors
-    message: str
+ResizeRefused = Refused[ResizeDriver]  # no resize subresource, not allowed, invalid: it runs on its waiting request
+ScaleRefused = Refused[ScaleExecutors]  # a chart without patch on pods, admission: the size stays
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,14 @@ from statistics import fmean
 
 from contract.capacity import concurrent_drivers
 from contract.modes import Mode
-from contract.policy import Policy
+from contract.policy import Policy, warm_upgrades
 from contract.progress import ProgressRecord
 from contract.spec import Autoscaling, QuerySpec, duration_ms
 from controller import names
 from controller.decide.draft import Decision, Draft, Event, ScaleExecutors
 from controller.observe import Driver
 from controller.phases import Reason
+from controller.run import resizes_in_place
 from controller.status import AutoscalingStatus, AutoscalingVerdict, QueryStatus, RateSample, ScaleChange, format_time, parse_time
 
 STALE_AFTER_S = 60.0  # a newest record older than this is no ground for a decision
@@ -85,10 +86,33 @@ def recommend(d: Draft, current: Driver, run_spec: QuerySpec) -> None:
             d.event("Normal", Reason.SCALED, f"driver {current.name}: {executors} -> {wanted} executors: {new.reason}")
         return
     before = old.recommended_executors if old is not None else executors
-    if wanted != before:
-        resizes = "recommendOnly: nothing is changed" if auto.recommend_only else "this driver cannot be resized in place"
-        d.event("Normal", Reason.SCALE_RECOMMENDED,
-                f"{wanted} executors recommended, {executors} run ({resizes}): {new.reason}")  # fmt: skip
+    if wanted == before:
+        return
+    if auto.recommend_only or resizes_in_place(run_spec):  # (in place, but a driver made before it could be)
+        why = "recommendOnly: nothing is changed" if auto.recommend_only else "this driver cannot be resized in place"
+        d.event("Normal", Reason.SCALE_RECOMMENDED, f"{wanted} executors recommended, {executors} run ({why}): {new.reason}")
+        return
+    # a mode whose tasks are fixed at start: the next pass's run spec has the new size (sized), a new driver
+    how = "a warm upgrade" if warm_upgrades(run_spec, d.inputs.policy) else "a restart: no warm upgrade for this query"
+    d.event("Normal", Reason.SCALED,
+            f"{executors} -> {wanted} executors: a driver of {wanted} takes over from {current.name} ({how}): {new.reason}")  # fmt: skip
+    d.wait(1.0)  # the status first: the next pass reads the size from it
+
+
+def sized(spec: QuerySpec, autoscaling: AutoscalingStatus | None) -> QuerySpec:
+    """The spec a driver runs. With recommendOnly false in a mode whose tasks are fixed at start (continuous,
+    realTime: no driver resizes in place), the recommended size is the executors.instances a driver is made
+    with: a changed recommendation is a changed spec_hash, which the upgrade path carries out (warm, through the
+    Lease, where it can). Elsewhere, and before any recommendation, the spec's own."""
+    auto = spec.autoscaling
+    if auto is None or auto.recommend_only or autoscaling is None or resizes_in_place(spec) or not spec.mode.long_running:
+        return spec
+    wanted = min(max(autoscaling.recommended_executors, auto.min_executors), auto.max_executors)  # the spec may be newer
+    executors = spec.runtime.executors
+    if wanted == executors.instances:
+        return spec
+    runtime = spec.runtime.model_copy(update={"executors": executors.model_copy(update={"instances": wanted})})
+    return spec.model_copy(update={"runtime": runtime})
 
 
 def _back_to_the_spec(d: Draft, current: Driver, run_spec: QuerySpec, executors: int) -> int:

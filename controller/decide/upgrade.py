@@ -16,9 +16,9 @@ decisions, keeps the two from writing at once (contract.lease).
 What can go wrong, and what follows:
 
     the running driver holds no Lease     a plain restart (it was started by an older operator,
-    (not fenced), the query runs            or with strategy restart); executors find their driver
-    executors, or its checkpoint is the     through one Service; an emptyDir checkpoint is one pod's
-    pod's own
+    (not fenced), the query runs            or with strategy restart); only a standby query's caps
+    executors without a standby, or its     count a second driver's executors; an emptyDir checkpoint
+    checkpoint is the pod's own             is one pod's
     no room: the new pod Unschedulable,   a plain restart, said in an event and the message
     or its creation refused by a quota
     the new driver ends, cannot start     the upgrade is aborted: the running driver goes on;
@@ -90,8 +90,8 @@ def _why_cold(d: Draft, current: Driver, run_spec: QuerySpec, checkpoint: Checkp
     if not run_spec.checkpoint.shared:
         return "the checkpoint is the driver pod's own (an emptyDir): a second driver would not see it"
     if not run_spec.warm_upgrades:
-        return ("the query runs executors, which find their driver through the query's one driver Service: "
-                "it would name both drivers during a hand-over")  # fmt: skip
+        return ("the query runs executors and has no standby: the platform's caps count a second driver's "
+                "executors only for a standby query (runtime.standby)")  # fmt: skip
     if not warm_upgrades(run_spec, d.inputs.policy):
         return "the platform turned second drivers and their Lease off (policy.allowStandby: false)"
     if drivers.only_the_nonce_changed(current, None, run_spec, checkpoint.location):

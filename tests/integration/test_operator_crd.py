@@ -92,13 +92,13 @@ INVALID = [
     ("a Secret key outside Kubernetes' syntax", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "a/b"}}}}),
      "spec.checkpoint.s3.credentials.secretRef.accessKeyIdKey in body should match"),
-    ("resizing a continuous query", spec_with(**{"runtime.executors": {"instances": 1, "cores": 2}, "autoscaling": {
-        "maxExecutors": 2, "recommendOnly": False}}),
-     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false resizes microBatch queries"),
+    ("resizing an availableNow query", spec_with(trigger={"availableNow": {}}, **{"runtime.executors": {"instances": 1},
+        "autoscaling": {"maxExecutors": 2, "recommendOnly": False}}),
+     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false acts for queries of backend pod"),
     ("resizing a SparkApplication's executors", spec_with(trigger={"microBatch": {}}, **{
         "runtime": {"backend": "sparkApplication", "executors": {"instances": 1}},
         "autoscaling": {"maxExecutors": 2, "recommendOnly": False}}),
-     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false resizes microBatch queries"),
+     "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false acts for queries of backend pod"),
     ("store keys by value", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"accessKeyId": "AKIA", "secretAccessKey": "x"}}}),
      'unknown field "spec.checkpoint.s3.credentials.accessKeyId"'),
@@ -133,6 +133,8 @@ VALID = [
         "endpoint": "http://seaweedfs.storage:8333", "region": "us-east-1", "pathStyleAccess": True,
         "credentials": {"secretRef": {"name": "store", "accessKeyIdKey": "AWS_ACCESS_KEY_ID", "secretAccessKeyKey": "key"}}}})),
     ("resizing a micro-batch query", spec_with(trigger={"microBatch": {}}, **{"runtime.executors": {"instances": 1},
+        "autoscaling": {"maxExecutors": 2, "recommendOnly": False}})),
+    ("resizing a continuous query by a new driver", spec_with(**{"runtime.executors": {"instances": 1, "cores": 2},
         "autoscaling": {"maxExecutors": 2, "recommendOnly": False}})),
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[

@@ -48,20 +48,27 @@ def test_rules(changes, path, says):
     assert any(p.startswith(f"{path}: ") and says in p for p in found), found
 
 
-def test_recommend_only_false_is_taken_by_micro_batch_on_the_pod_backend():
-    assert problems(changed(AUTO, {"autoscaling.recommendOnly": False})) == []
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},  # microBatch: resized in place
+        {"trigger": {"continuous": {"checkpointInterval": "1s"}}},  # a driver of the new size takes over
+        {"trigger": {"realTime": {"batchDuration": "5s"}}, "outputMode": "update"},
+    ],
+    ids=["microBatch", "continuous", "realTime"],
+)
+def test_recommend_only_false_is_taken_on_the_pod_backend(changes):
+    assert problems(changed(AUTO, {"autoscaling.recommendOnly": False, **changes})) == []
 
 
 @pytest.mark.parametrize(
     ("changes", "why"),
     [
-        ({"trigger": {"continuous": {"checkpointInterval": "1s"}}}, "continuous"),
-        ({"trigger": {"realTime": {"batchDuration": "5s"}}, "outputMode": "update"}, "realTime"),
         ({"trigger": {"availableNow": {}}}, "availableNow"),
         ({"runtime.backend": "sparkApplication"}, "backend pod only"),
     ],
 )
-def test_recommend_only_false_is_refused_where_nothing_resizes_in_place(changes, why):
+def test_recommend_only_false_is_refused_where_nothing_can_act(changes, why):
     found = problems(changed(AUTO, {"autoscaling.recommendOnly": False, **changes}))
     assert any(p.startswith("spec.autoscaling.recommendOnly: ") and why in p for p in found), found
     assert "kubectl scale" in RECOMMEND_ONLY

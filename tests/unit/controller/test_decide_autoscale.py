@@ -17,7 +17,7 @@ from contract.progress import ProgressRecord
 from contract.spec import QuerySpec
 from controller.decide import Decision, ScaleExecutors, Verb
 from controller.decide.autoscale import MAX_SAMPLES, size
-from controller.phases import Reason
+from controller.phases import Phase, Reason
 from controller.status import AutoscalingStatus, format_time
 from testbed.specs import changed
 from tests.unit.controller.world import T0, World, base_spec
@@ -346,3 +346,99 @@ def test_small_batches_idle_most_of_the_time_do_not_hold_a_size_up():
                         now=T0 + timedelta(seconds=t + 1))  # fmt: skip
     assert previous.recommended_executors == 1, previous.reason
     assert "busy 19% with no backlog: ceil(2 x 0.19 / 0.7) = 1" in previous.reason
+
+
+CONTINUOUS_STANDBY = {
+    "checkpoint.volume": {"persistentVolumeClaim": {"claimName": "ck"}},  # a second driver reaches it
+    "runtime.executors": {"instances": 2, "cores": 1},
+    "runtime.standby": True,  # warm upgrades with executors: the caps count a second driver's set
+}
+
+
+def continuous_with_a_standby(**auto: Any) -> World:
+    """A continuous query of 2 one-core executors with recommendOnly false: q-driver-1 runs, q-driver-2 waits."""
+    from controller.observe import DriverPhase
+
+    w = World(changed(base_spec(mode="continuous"), {
+        **CONTINUOUS_STANDBY, "autoscaling": {"maxExecutors": 8, "recommendOnly": False, "stabilizationWindow": "30s", **auto},
+    }))  # fmt: skip
+    w.reconcile()
+    w.driver_runs()
+    w.driver_reports(batchId=1)
+    w.reconcile()  # the standby
+    w.change("q-driver-2", phase=DriverPhase.RUNNING, started_at=w.now)  # its JVM up, waiting on the Lease
+    assert w.reconcile().actions == ()
+    return w
+
+
+def report_partitions(w: World, partitions: int) -> Decision:
+    w.advance(STEP_S)
+    fields = record(0, 900.0, w.status.executors or 0, partitions={"payments": partitions}).model_dump(exclude_none=True)
+    w.driver_reports(**{**fields, "updated_at": format_time(w.now), "timestamp": format_time(w.now)})
+    return w.reconcile()
+
+
+def test_recommend_only_false_in_continuous_mode_moves_to_a_driver_of_the_new_size():
+    """Continuous tasks are fixed at start: partitions added while running need more slots than the driver has.
+    The recommendation becomes the executors of the next driver, a warm upgrade through the Lease; the spec
+    keeps the size its author wrote, and nothing is started again once the new driver runs."""
+    from controller.decide import CreateDriver, DeleteDriver
+    from controller.observe import DriverPhase
+
+    w = continuous_with_a_standby()
+    assert [report_partitions(w, 1).actions for _ in range(3)] == [(), (), ()]  # 1 partition: 2 slots, as it has
+    grown = report_partitions(w, 4)  # 3 partitions added: 5 slots, 5 executors of 1 core
+    scaled = [e.message for e in grown.events if e.reason == Reason.SCALED]
+    assert len(scaled) == 1 and scaled[0].startswith(
+        "2 -> 5 executors: a driver of 5 takes over from q-driver-1 (a warm upgrade): "
+    )
+    assert grown.actions == () and grown.requeue_after is not None and grown.requeue_after <= 1.0
+    started = w.reconcile()  # the next pass: the run spec has the recommended size, a new spec_hash
+    assert [a.name for a in started.actions if isinstance(a, DeleteDriver)] == ["q-driver-2"]  # the old size's standby
+    (create,) = [a for a in started.actions if isinstance(a, CreateDriver)]
+    assert (create.run.driver_name, create.run.standby, create.run.spec.runtime.executors.instances) == ("q-driver-3", True, 5)
+    assert w.status.phase is Phase.UPGRADING and w.status.upgrade is not None and w.status.upgrade.state == "Warming"
+    assert validate_spec(w.spec).runtime.executors.instances == 2  # the spec is the author's: no write to it
+    w.change("q-driver-3", phase=DriverPhase.RUNNING, started_at=w.now, ready=True)  # warm
+    handed = w.reconcile()
+    assert [a.name for a in handed.actions if isinstance(a, DeleteDriver)] == ["q-driver-1"]
+    later = w.settle()
+    later.append(report_partitions(w, 4))
+    assert w.status.driver == "q-driver-3" and w.status.phase is Phase.RUNNING and w.status.executors == 5
+    later += [report_partitions(w, 4) for _ in range(4)]  # measured at 5: holds; its new standby is of 5 too
+    created = [a.run for d in later for a in d.actions if isinstance(a, CreateDriver)]
+    assert [(r.standby, r.spec.runtime.executors.instances) for r in created] == [(True, 5)]
+    assert w.status.autoscaling is not None and w.status.autoscaling.current_executors == 5
+
+
+def test_without_a_standby_a_continuous_query_is_resized_by_a_restart_and_says_so():
+    from controller.decide import CreateDriver
+
+    w = World(changed(base_spec(mode="continuous"), {
+        **CONTINUOUS_STANDBY, "runtime.standby": False, "autoscaling": {"maxExecutors": 8, "recommendOnly": False},
+    }))  # fmt: skip
+    w.reconcile()
+    w.driver_runs()
+    w.reconcile()
+    decisions = [report_partitions(w, 4) for _ in range(4)]
+    decisions += w.settle()
+    events = [e.message for d in decisions for e in d.events if e.reason == Reason.SCALED]
+    assert len(events) == 1 and "(a restart: no warm upgrade for this query)" in events[0]
+    why = "not a warm upgrade: the query runs executors and has no standby"
+    assert any(why in (d.status.message or "") for d in decisions), [d.status.message for d in decisions]
+    created = [a.run.spec.runtime.executors.instances for d in decisions for a in d.actions if isinstance(a, CreateDriver)]
+    assert created == [5]
+
+
+def test_turning_recommend_only_back_on_in_continuous_mode_returns_to_the_specs_size():
+    from controller.decide import CreateDriver
+
+    w = continuous_with_a_standby()
+    for _ in range(4):
+        report_partitions(w, 4)
+    w.reconcile()
+    assert w.status.upgrade is not None and w.status.upgrade.state == "Warming"  # to 5 executors
+    w.edit(**{"autoscaling.recommendOnly": True})  # before it took over: back to the spec's 2, warm again
+    d = w.reconcile()
+    created = [a.run.spec.runtime.executors.instances for a in d.actions if isinstance(a, CreateDriver)]
+    assert created == [2]
