@@ -151,6 +151,13 @@ def partitions_changed(spec: QuerySpec, before: dict[str, int], now: dict[str, i
     shortage = slot_shortage(spec, now, slots)
     if shortage is None:
         return None  # Spark picks the new partitions up on its own
+    auto, executors = spec.autoscaling, spec.runtime.executors
+    if auto is not None and not auto.recommend_only and executors.instances > 0:
+        if slot_shortage(spec, now, auto.max_executors * executors.cores) is None:
+            # Autoscaling acts: the operator moves the query to a driver of the size the partitions need
+            # (controller.decide.autoscale, from this record's partitions), warm where it can. Meanwhile
+            # the tasks that have slots run on; what the others miss is read again from the last commit.
+            return None
     grew = ", ".join(f"{t} {before.get(t, 0)}->{n}" for t, n in sorted(now.items()) if n != before.get(t, 0))
     if spec.runtime.auto_sized:
         wanted = spec.runtime.task_slots(spec.mode, sum(now.values()))

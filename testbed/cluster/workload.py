@@ -9,12 +9,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Self
 
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from testbed.cluster.addons import E2E_NAMESPACE, KAFKA_SERVICE, OPERATOR_NAMESPACE
 from testbed.specs import FRAUD_TRANSFORMS, flagged, payments, query_spec, resource
@@ -40,6 +41,7 @@ __all__ = [
     "driver_log",
     "standby_waiting",
     "first_output_after",
+    "SinkWatch",
 ]
 
 
@@ -70,6 +72,12 @@ class Kafka:
             lambda: name in self.admin.list_topics(timeout=10).topics, 30, f"topic {name}", interval=0.5, ignore=(Exception,)
         )
         return name
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions, and wait until the broker names them all."""
+        self.admin.create_partitions([NewPartitions(topic, total)])[topic].result(60)
+        wait_for(lambda: len(self.admin.list_topics(topic, timeout=10).topics[topic].partitions) == total, 30,
+                 f"{topic} with {total} partitions", interval=0.5, ignore=(Exception,))  # fmt: skip
 
     def produce(self, topic: str, records: list[tuple[str, str]]) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, "enable.idempotence": True})
@@ -270,6 +278,36 @@ def first_output_after(kafka: Kafka, sink: str, before: set, timeout: float) -> 
 
     wait_for(new, timeout, "a record written after the kill", interval=0.2)
     return time.monotonic() - t0
+
+
+class SinkWatch:
+    """Reads the sink from the start and stamps each record with the wall-clock time it arrived here."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.records: list[tuple[float, str, str]] = []
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
+                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                   "fetch.wait.max.ms": 20, "isolation.level": "read_committed"})  # fmt: skip
+        self._consumer.assign([TopicPartition(topic, 0, 0)])
+        self._thread = threading.Thread(target=self._run, name=f"sink-{topic}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.05)
+            if msg is None or msg.error():
+                continue
+            self.records.append((time.time(), (msg.key() or b"").decode(), (msg.value() or b"").decode()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._consumer.close()
+
+    def largest_gap(self, since: float, until: float) -> float:
+        times = [since] + [t for t, _, _ in self.records if since <= t <= until] + [until]
+        return max(b - a for a, b in pairwise(times))
 
 
 class Poller:

@@ -20,12 +20,11 @@ import threading
 import time
 import uuid
 from datetime import datetime
-from itertools import pairwise
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from testbed.cluster.workload import figure, fraud_spec, payments, wait_output
+from testbed.cluster.workload import SinkWatch, figure, fraud_spec, payments, wait_output
 from testbed.specs import EXACTLY_ONCE, FLAG_ABOVE, FRAUD_TRANSFORMS
 from testbed.wait import wait_for
 
@@ -35,36 +34,6 @@ RATE = 30  # payments per second, steady, through the whole upgrade
 NEW_THRESHOLD = 22  # payments() amounts are 1500 or 20..26: 23..26 are flagged by the new spec only
 # CI runs 2 rounds (each ~90 s); a measurement (docs/benchmarks.md: 3 per run) sets STREAMQ_E2E_UPGRADE_ROUNDS
 ROUNDS = int(os.environ.get("STREAMQ_E2E_UPGRADE_ROUNDS", "2"))
-
-
-class SinkWatch:
-    """Reads the sink from the start and stamps each record with the wall-clock time it arrived here."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        self.records: list[tuple[float, str, str]] = []
-        self._stop = threading.Event()
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-{uuid.uuid4().hex}",
-                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                   "fetch.wait.max.ms": 20, "isolation.level": "read_committed"})  # fmt: skip
-        self._consumer.assign([TopicPartition(topic, 0, 0)])
-        self._thread = threading.Thread(target=self._run, name=f"sink-{topic}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self._consumer.poll(0.05)
-            if msg is None or msg.error():
-                continue
-            self.records.append((time.time(), (msg.key() or b"").decode(), (msg.value() or b"").decode()))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self._consumer.close()
-
-    def largest_gap(self, since: float, until: float) -> float:
-        times = [since] + [t for t, _, _ in self.records if since <= t <= until] + [until]
-        return max(b - a for a, b in pairwise(times))
 
 
 def _partitions_of(bootstrap: str, topic: str, keys: set[str]) -> dict[str, int]:

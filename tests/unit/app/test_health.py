@@ -14,7 +14,7 @@ from app.pipeline.kafka_checks import slot_shortage
 from contract import ExitCode
 from contract.checkpoint import offsets_json, parse_offsets_json
 from contract.load import validate_spec
-from testbed.specs import query_spec, with_change
+from testbed.specs import changed, query_spec, with_change
 
 pytestmark = pytest.mark.unit
 
@@ -97,3 +97,17 @@ def test_more_partitions_than_slots_restart_an_auto_sized_query_and_refuse_a_fix
     code, message = partitions_changed(_spec(parallelism=4), {"t": 2}, {"t": 4}, 4)
     assert code is ExitCode.INVALID_SPEC and "spec.runtime.parallelism to at least 5" in message
     assert partitions_changed(_spec("microBatch"), {"t": 2}, {"t": 40}, 4) is None
+
+
+def test_an_autoscaled_query_waits_for_the_operator_to_resize_it_within_its_max_executors():
+    def autoscaled(max_executors: int):
+        return validate_spec(changed(query_spec(mode="continuous"), {
+            "runtime.executors": {"instances": 2, "cores": 2},
+            "autoscaling": {"maxExecutors": max_executors, "recommendOnly": False}}))  # fmt: skip
+
+    assert partitions_changed(autoscaled(3), {"t": 2}, {"t": 5}, 4) is None  # 6 slots at 3 executors: the operator's
+    code, message = partitions_changed(autoscaled(2), {"t": 2}, {"t": 5}, 4)  # maxExecutors cannot hold them
+    assert code is ExitCode.INVALID_SPEC and "source partitions grew (t 2->5)" in message
+    recommending = changed(query_spec(mode="continuous"), {
+        "runtime.executors": {"instances": 2, "cores": 2}, "autoscaling": {"maxExecutors": 3}})  # fmt: skip
+    assert partitions_changed(validate_spec(recommending), {"t": 2}, {"t": 5}, 4) is not None  # nothing acts
