@@ -1097,7 +1097,8 @@ class Autoscaling(Model):
     """Lag-driven sizing of the executors (controller.decide.autoscale): from the input rate, the backlog and the
     rate the query processes per busy second, the executors it needs to keep up at targetUtilization and to work
     off its backlog within catchUpDuration. status.autoscaling says what it would do and why; with recommendOnly
-    false a microBatch query's running driver is resized to it in place."""
+    false a microBatch query's running driver is resized to it in place, and a continuous or realTime query moves
+    to a driver of that size."""
 
     min_executors: int = Field(default=1, ge=1, le=MAX_EXECUTORS, description="The fewest executors it recommends, at least 1.")
     max_executors: int = Field(
@@ -1124,8 +1125,9 @@ class Autoscaling(Model):
     )
     recommend_only: bool = Field(
         default=True,
-        description="true: report the recommended size in status.autoscaling and change nothing. false: resize the "
-        "running driver's executors to it in place (microBatch queries of backend pod; refused in other modes).",
+        description="true: report the recommended size in status.autoscaling and change nothing. false (backend pod): "
+        "resize a microBatch query's running driver in place; move a continuous or realTime query to a driver of "
+        "the recommended size (a warm upgrade with runtime.standby, else a restart). Refused for availableNow.",
     )
 
 

@@ -29,7 +29,9 @@ The history it decides from is status.autoscaling.samples: a sample per new prog
 ``max(2 x stabilizationWindow, coolDown)``, at most MAX_SAMPLES. In recommendOnly mode nothing is changed:
 status.autoscaling and a Normal event when the recommendation changes. With recommendOnly false a micro-batch
 driver pod is resized in place: the operator writes the executors on its pod (EXECUTORS_ANNOTATION), and the
-driver asks Spark's scheduler backend for them (app.driver.executors); status.executors follows the pod.
+driver asks Spark's scheduler backend for them (app.driver.resize); status.executors follows the pod. A
+continuous or realTime query cannot be: its run spec takes the recommended size (``sized``), a new spec_hash,
+and the upgrade path moves it to a driver of that size (warm where the query has a standby, else a restart).
 """
 
 from __future__ import annotations

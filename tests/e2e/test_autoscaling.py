@@ -21,11 +21,21 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 
 import pytest
 
 from testbed.cluster import autoscale
-from testbed.cluster.workload import SinkWatch, figure, flagged, fraud_spec, payments, standby_waiting, wait_output
+from testbed.cluster.workload import (
+    SinkWatch,
+    event_time,
+    figure,
+    flagged,
+    fraud_spec,
+    payments,
+    standby_waiting,
+    wait_output,
+)
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -113,11 +123,20 @@ def test_partitions_added_move_a_continuous_query_to_a_driver_of_more_executors_
     out = wait_output(kafka, sink, flagged(first + during + last), 300, lambda: sq.describe(name))
     gap = watch.largest_gap(added, time.time() - 4)
     watch.stop()
-    events = [e["message"] for e in sq.events(name) if e.get("reason") == "ScaledExecutors"]
+    seen = sq.events(name)
+    events = [e["message"] for e in seen if e.get("reason") == "ScaledExecutors"]
+
+    def after(reason: str) -> str:  # seconds from the partitions' growth to an event (whole seconds: the API's)
+        found = [
+            datetime.fromisoformat(event_time(e).replace("Z", "+00:00")).timestamp() for e in seen if e.get("reason") == reason
+        ]
+        return f"{found[0] - added:.0f}s" if found else "-"
+
     figure("autoscaling (continuous, warm upgrade)",
-           f"3 partitions from 1: {status['driver']} with 2 executors Running {moved_after:.0f}s after; largest gap between "
-           f"outputs {gap:.1f}s; attempts {old_attempt} -> {new_attempt}; {len(first) + len(during) + len(last)} payments in, "
-           f"{out.summary()}")  # fmt: skip
+           f"3 partitions from 1: ScaledExecutors {after('ScaledExecutors')} after, UpgradeStarted {after('UpgradeStarted')}, "
+           f"UpgradeHandover {after('UpgradeHandover')}; {status['driver']} with 2 executors Running {moved_after:.0f}s "
+           f"after; largest gap between outputs {gap:.1f}s; attempts {old_attempt} -> {new_attempt}; "
+           f"{len(first) + len(during) + len(last)} payments in, {out.summary()}")  # fmt: skip
     assert events and events[0].startswith(f"1 -> 2 executors: a driver of 2 takes over from {old_driver} (a warm upgrade)"), (
         events
     )
