@@ -1156,7 +1156,7 @@ class QuerySpec(Model):
     upgrade: Upgrade | None = Field(
         default=None,
         description="How a spec change reaches a running query; unset: strategy warm, readyWithin "
-        f"{UPGRADE_READY_WITHIN}. Warm upgrades need backend pod, no executors and a checkpoint both drivers reach "
+        f"{UPGRADE_READY_WITHIN}. Warm upgrades need backend pod, no executors or runtime.standby, and a checkpoint both drivers reach "
         "(an object store, a persistentVolumeClaim or a hostPath); otherwise a change is a plain restart. Changing "
         "suspend, restartPolicy or upgrade needs no new driver.",
     )
