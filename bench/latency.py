@@ -11,7 +11,8 @@ same through streamq's own reader, ``source.kafka.reader: streamq``, jvm/reader)
 (5 s batches, the shortest Spark accepts by default:
 ``spark.sql.streaming.realTimeMode.minBatchDuration`` is 5000 ms), ``realTime30s`` and
 ``microBatch`` (interval 0), ``microBatchExactlyOnce`` (the same with ``sink.kafka.delivery:
-exactlyOnce``, read ``read_committed``: the cost of exactly-once against it), and ``flink`` (the same filter and projection in Flink
+exactlyOnce``, read ``read_committed``: the cost of exactly-once against it),
+``microBatchExactlyOnceDriver`` (the same with ``transactions.writer: driver``), and ``flink`` (the same filter and projection in Flink
 SQL, bench/flink_peer.py). Every path runs on the same broker with the same producer
 and consumer processes (bench/latency_clients.py: records stamped with their due
 time, so producer stalls count).
@@ -86,10 +87,13 @@ PATHS: dict[str, Any] = {
     "continuousStreamq": TRIGGERS["continuous"],  # source.kafka.reader: streamq (jvm/reader, issue #43)
     "realTime30s": {"realTime": {"batchDuration": "30s"}},
     "microBatchExactlyOnce": TRIGGERS["microBatch"],
+    "microBatchExactlyOnceDriver": TRIGGERS["microBatch"],  # transactions: writer driver, producers 1
     "flink": "flink",
 }
 ALL_PATHS = list(PATHS)
-EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce"}  # sink.kafka.delivery exactlyOnce, read read_committed
+# sink.kafka.delivery exactlyOnce, read read_committed
+EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce", "microBatchExactlyOnceDriver"}
+DRIVER_WRITER_PATHS = {"microBatchExactlyOnceDriver"}
 STREAMQ_READER_PATHS = {"continuousStreamq"}  # source.kafka.reader streamq
 
 # The fraud filter of the tests, with the source record's broker append time copied into
@@ -194,6 +198,8 @@ class ModeRun:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
             if getattr(self.args, "producers", 0):
                 spec["sink"]["kafka"]["transactions"] = {"producers": self.args.producers}
+            if self.mode in DRIVER_WRITER_PATHS:
+                spec["sink"]["kafka"]["transactions"] = {"writer": "driver", "producers": 1}
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
         env = dict(getattr(self.args, "job_env", None) or {})

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from contract import sql
 from contract.expressions import transform_texts
 from contract.modes import Mode
-from contract.spec import KafkaSink, QuerySpec, duration_ms
+from contract.spec import KafkaSink, QuerySpec, TransactionWriter, duration_ms
 
 Found = Iterator[tuple[str, str]]  # (path below spec, message)
 Check = tuple[str, Callable[[QuerySpec], Found], tuple[tuple[str, str, str], ...]]  # name, check, CEL (rule, message, fieldPath)
@@ -151,6 +151,7 @@ def already_written(last: Marker | None, checkpoint: str, batch: int, writer: in
 # --- refusals ---------------------------------------------------------------------------------
 
 WHY_NO_BATCH = "exactlyOnce needs micro-batches: {mode} mode has no batch to commit atomically"
+DRIVER_WRITER_PRODUCERS = "writer driver writes each batch with the driver's one producer: set producers to 1"
 # Functions whose value differs when a batch is replayed: its rows would differ, and so would which
 # writer (hash of the row) writes them; a row could then be written by two writers, or by none.
 NONDETERMINISTIC = frozenset(
@@ -182,6 +183,15 @@ def settings_without_delivery(spec: QuerySpec) -> Found:
     kafka = spec.sink.kafka
     if kafka is not None and kafka.transactions is not None and not kafka.exactly_once:
         yield ".sink.kafka.transactions", "transactions applies to delivery exactlyOnce only"
+
+
+def writer_problems(spec: QuerySpec) -> Found:
+    """The driver writes a batch with one producer: more would need tasks to write their shares."""
+    sink = _exactly_once_sink(spec)
+    if sink is None or not sink.writes_from_driver:
+        return
+    if sink.transaction_settings.producers != 1:
+        yield ".sink.kafka.transactions.producers", DRIVER_WRITER_PRODUCERS
 
 
 def timeout_problems(spec: QuerySpec) -> Found:
@@ -268,8 +278,14 @@ def checks() -> tuple[Check, ...]:
     mode_cel = (f"!({wants}) || !({long_running})",
                 "exactlyOnce needs micro-batches: continuous and realTime mode have no batch to commit atomically",
                 ".sink.kafka.delivery")  # fmt: skip
+    transactions = "self.sink.kafka.transactions"
+    driver_cel = (f"!(has(self.sink.kafka) && has({transactions}) && has({transactions}.writer) "
+                  f"&& {transactions}.writer == '{TransactionWriter.DRIVER}') "
+                  f"|| (has({transactions}.producers) && {transactions}.producers == 1)",
+                  DRIVER_WRITER_PRODUCERS, ".sink.kafka.transactions.producers")  # fmt: skip
     return (
         ("exactly-once-mode", mode_problems, (mode_cel,)),
+        ("exactly-once-writer", writer_problems, (driver_cel,)),
         ("exactly-once-settings", settings_without_delivery, ()),
         ("exactly-once-timeout", timeout_problems, ()),
         ("exactly-once-transforms", transform_problems, ()),

@@ -314,6 +314,11 @@ class Delivery(StrEnum):
     EXACTLY_ONCE = "exactlyOnce"  # app.pipeline.exactly_once: Kafka transactions, one per batch and producer
 
 
+class TransactionWriter(StrEnum):
+    TASKS = "tasks"  # each of the producers writes its share of the batch in a Spark task
+    DRIVER = "driver"  # the driver collects the batch's rows and writes them with the one producer it keeps
+
+
 class KafkaTransactions(Model):
     """How an exactlyOnce sink writes (docs/architecture.md, "Exactly-once Kafka output")."""
 
@@ -325,6 +330,16 @@ class KafkaTransactions(Model):
         "1 writes each batch in one task without a shuffle (the lowest latency, one producer's throughput). "
         "Change it only after the query stopped cleanly (a batch half written under one count is not "
         "recognised under another).",
+    )
+    # None, not tasks, when unset: the spec hash of a driver started before this field stays the same.
+    writer: TransactionWriter | None = Field(
+        default=None,
+        description="tasks (unset): each producer writes its share of a batch in a Spark task, in a Python worker. "
+        "driver: the driver collects each batch's rows and writes them with one producer it keeps while it runs "
+        "(needs producers 1): no Python worker and no second job per batch, the lowest latency; each batch's "
+        "output must fit in the driver's memory (bound a catch-up with the source's maxOffsetsPerTrigger). "
+        "tasks and driver with producers 1 share their transactional id and marker: a query can move between "
+        "them across a restart.",
     )
     timeout: Duration = Field(
         default="60s",
@@ -367,6 +382,10 @@ class KafkaSink(Model):
     @property
     def transaction_settings(self) -> KafkaTransactions:
         return self.transactions or KafkaTransactions()
+
+    @property
+    def writes_from_driver(self) -> bool:
+        return self.exactly_once and self.transaction_settings.writer is TransactionWriter.DRIVER
 
 
 class ConsoleSink(Model):

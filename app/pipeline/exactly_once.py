@@ -19,7 +19,9 @@ and each writer, in its own task:
 Steps 1 and 2 run once per Python worker and writer: the producer is kept for the next
 batch with the marker it committed, and goes on from step 3 while the broker takes its
 marker (no other producer has fenced it since); else the writer starts over at step 1.
-With one writer there is no shuffle (``coalesce(1)``).
+With one writer there is no shuffle (``coalesce(1)``). With ``transactions.writer: driver`` the
+driver is writer 0 of 1: the batch's tasks hand their rows to it (``collect``) and its producer,
+kept while it runs, goes through the same steps: no Python worker, one job per batch.
 
 The decisions (names, marker, when to skip) are contract.exactly_once; the
 argument is in docs/architecture.md ("Exactly-once Kafka output"). Credentials are
@@ -35,6 +37,7 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -111,6 +114,7 @@ class ExactlyOnceSink:
         self.prefix = query_prefix(namespace, query)
         self.group = reader_group(namespace, query)
         self.writers = settings.producers
+        self.from_driver = kafka.writes_from_driver
         self.timeout_ms = duration_ms(settings.timeout)
         self._checkpoint_id: str | None = None
         self._control_ready = False
@@ -129,10 +133,16 @@ class ExactlyOnceSink:
         task = WriteTask({**self.config, **self.producer_settings}, readers, self.topic, self.control, self.prefix,
                          self.writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed(), self.spans)  # fmt: skip
         rows = df.select(*columns)
-        # One writer takes every row, whatever their order: no shuffle is needed to make that so, and a
-        # coalesce runs the source, the transforms and the writer in one task (one stage, not two).
-        rows = rows.coalesce(1) if self.writers == 1 else rows.repartition(self.writers, *columns)
-        rows.foreachPartition(task)
+        if self.from_driver:
+            # The batch's tasks read and transform their source ranges side by side and hand the rows to the
+            # driver, whose one producer (kept while it runs, fenced by the next incarnation) writes them:
+            # one job, no Python worker. Writer 0 of 1: the transactional id and marker of producers 1.
+            task.write(iter(rows.collect()), writer=0)
+        else:
+            # One writer takes every row, whatever their order: no shuffle is needed to make that so, and a
+            # coalesce runs the source, the transforms and the writer in one task (one stage, not two).
+            rows = rows.coalesce(1) if self.writers == 1 else rows.repartition(self.writers, *columns)
+            rows.foreachPartition(task)
         if self.spans:
             _record(self.spans, {"side": "driver", "batch": batch_id, "foreachBatch": time.monotonic() - started})
 
@@ -227,14 +237,19 @@ class WriteTask:
         self.failpoint, self.spans = failpoint, spans
 
     def __call__(self, rows) -> None:
-        from pyspark import TaskContext
+        self.write(iter(rows))
 
+    def write(self, rows: Iterator[Any], writer: int | None = None) -> None:
+        """Writes ``rows`` as ``writer`` (in a task: the task's partition)."""
         timer = _Timer(self.spans)
-        rows = iter(rows)
         first = next(rows, None)
         if first is None:
             return  # this writer has no rows in this batch, and has none on any replay of it
-        writer = TaskContext.get().partitionId()
+        where = "the driver" if writer is not None else "a task"
+        if writer is None:
+            from pyspark import TaskContext
+
+            writer = TaskContext.get().partitionId()
         timer.step("firstRow")
         marker = Marker(self.checkpoint, self.batch, writer, self.writers)
         kept, how = self._kept(writer, marker, timer)
@@ -248,7 +263,7 @@ class WriteTask:
                 _send(producer, self.topic, row)
                 sent += 1
             timer.step("produce")
-            self._fail_on_purpose(producer, writer)
+            self._fail_on_purpose(producer, writer, where)
             producer.commit_transaction(SEND_TIMEOUT_S)
             timer.step("commit")
         except _Abandoned:
@@ -266,7 +281,7 @@ class WriteTask:
     def _id(self, writer: int) -> str:
         return f"{self.prefix}{writer}"
 
-    def _fail_on_purpose(self, producer, writer: int) -> None:
+    def _fail_on_purpose(self, producer, writer: int, where: str) -> None:
         """The failpoints between the rows and the commit (tests only: contract.failpoints)."""
         if self.failpoint not in (Failpoint.KILL_BEFORE_COMMIT, Failpoint.ABANDON_BEFORE_COMMIT):
             return
@@ -276,7 +291,9 @@ class WriteTask:
         if self.failpoint is Failpoint.KILL_BEFORE_COMMIT:
             os.kill(os.getpid(), signal.SIGKILL)
         _KEPT.pop(self._id(writer), None)
-        raise _Abandoned(f"failpoint abandon-before-commit: writer {writer} of batch {self.batch} left its transaction open")
+        raise _Abandoned(
+            f"failpoint abandon-before-commit: writer {writer} of batch {self.batch} left its transaction open in {where}"
+        )
 
     def _kept(self, writer: int, marker: Marker, timer: _Timer) -> tuple[_Kept | None, str]:
         """The writer's producer with a transaction begun and this batch's marker sent in it, and

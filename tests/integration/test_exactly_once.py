@@ -24,9 +24,9 @@ KILLS = 5
 MICRO_BATCH = {"microBatch": {"interval": "1s"}}
 
 
-def exactly_once_spec(broker, source, sink, location):
+def exactly_once_spec(broker, source, sink, location, **fields):
     return query_spec(bootstrap=broker.bootstrap, topic=source, sink_topic=sink, location=location, trigger=MICRO_BATCH,
-                      **{"sink.kafka.delivery": "exactlyOnce", "restartPolicy.inPlaceRestarts": 100})  # fmt: skip
+                      **{"sink.kafka.delivery": "exactlyOnce", "restartPolicy.inPlaceRestarts": 100, **fields})  # fmt: skip
 
 
 def _committed_batches(checkpoint) -> int:
@@ -85,13 +85,14 @@ def test_sigkill_five_times_mid_stream_loses_and_doubles_nothing(kafka_broker, k
     assert duplicates == 0, f"{duplicates} flagged payments arrived more than once"
 
 
-def _through_a_failpoint(kafka_broker, kafka_topic, tmp_path, query: str, failpoint: str):
+def _through_a_failpoint(kafka_broker, kafka_topic, tmp_path, query: str, failpoint: str, **fields):
     """The fraud filter, exactly once, at ~1,000 payments/s with ``failpoint`` armed in its job (writer 0
     of batches 1, 4, 7 fails; each batch is replayed by an in-place restart) until batch 8 is committed.
     Returns the flagged payments lost, the duplicates, the job's log and its exit code."""
     source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
     checkpoint = tmp_path / "ck"
-    spec_path = write_resource(tmp_path / "q.yaml", query, exactly_once_spec(kafka_broker, source, sink, checkpoint))
+    spec = exactly_once_spec(kafka_broker, source, sink, checkpoint, **fields)
+    spec_path = write_resource(tmp_path / "q.yaml", query, spec)
     producer = SteadyProducer(kafka_broker, source, per_batch=100, period_s=0.1)
     producer.start()
     job = JobProcess(spec_path, tmp_path, env={"STREAMQ_FAILPOINT": failpoint})
@@ -130,6 +131,22 @@ def test_a_writer_task_that_fails_with_its_transaction_open_loses_and_doubles_no
     )
     abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open", log))
     assert len(abandoned) >= 3, f"the failpoint did not fail the writers it should have: batches {sorted(abandoned)}"
+    assert not missing and duplicates == 0, (len(missing), duplicates)
+    assert code == ExitCode.OK
+
+
+def test_the_driver_writer_failing_with_its_transaction_open_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
+    """``transactions.writer: driver``: the driver collects each batch and writes it with the producer it
+    keeps. The abandon-before-commit failpoint fails its batch with the rows and the marker on the broker
+    in an open transaction, the producer still alive in the driver; the query's in-place restart replays
+    the batch, whose new producer must fence the open transaction and write the batch once."""
+    missing, duplicates, log, code = _through_a_failpoint(
+        kafka_broker, kafka_topic, tmp_path, "eos-driver", "abandon-before-commit",
+        **{"sink.kafka.transactions": {"writer": "driver", "producers": 1}},
+    )  # fmt: skip
+    abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open in the driver", log))
+    assert len(abandoned) >= 3, f"the failpoint did not fail the driver's batches it should have: batches {sorted(abandoned)}"
+    assert "left its transaction open in a task" not in log  # no task wrote: the driver did
     assert not missing and duplicates == 0, (len(missing), duplicates)
     assert code == ExitCode.OK
 

@@ -138,3 +138,20 @@ def test_the_policy_keeps_transactional_ids_and_control_topics_to_their_query():
     assert check_policy(wanted, Policy(), namespace="a") == []
     (problem,) = check_policy(wanted, Policy.model_validate({"allowExactlyOnce": False}), namespace="a")
     assert "policy.allowExactlyOnce" in str(problem)
+
+
+def test_the_driver_writer_takes_one_producer_and_says_so_otherwise():
+    one = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": {"writer": "driver", "producers": 1}})
+    assert problems(one) == []
+    assert validate_spec(one).sink.kafka.writes_from_driver
+    for transactions in ({"writer": "driver"}, {"writer": "driver", "producers": 3}):  # the default is 2
+        spec = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": transactions})
+        assert [p for p in problems(spec) if "transactions.producers" in p and "set producers to 1" in p], transactions
+    assert not validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE)).sink.kafka.writes_from_driver
+    # tasks (or unset) takes any count
+    assert (
+        problems(
+            query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": {"writer": "tasks", "producers": 3}})
+        )
+        == []
+    )
