@@ -198,7 +198,7 @@ class ModeRun:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
             if getattr(self.args, "producers", 0):
                 spec["sink"]["kafka"]["transactions"] = {"producers": self.args.producers}
-            if self.mode in DRIVER_WRITER_PATHS:
+            if self.mode in DRIVER_WRITER_PATHS or getattr(self.args, "eos_writer", "tasks") == "driver":
                 spec["sink"]["kafka"]["transactions"] = {"writer": "driver", "producers": 1}
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)

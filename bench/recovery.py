@@ -261,7 +261,8 @@ def run(args) -> dict[str, Any]:
         # ModeRun gives the producer/consumer processes and the job exactly as bench.latency runs them.
         mode_run = ModeRun(args.mode, broker, workdir, SimpleNamespace(conf=args.conf, source_option=[], sink_option=[], autogroup_nice=0,
                                                                              partitions=args.partitions, job_env=drivers.env,
-                                                                             exactly_once=args.exactly_once))  # fmt: skip
+                                                                             exactly_once=args.exactly_once,
+                                                                             eos_writer=args.eos_writer))  # fmt: skip
         t = time.monotonic()
         mode_run.start()
         results["readyAfterS"] = round(time.monotonic() - t, 1)
@@ -379,9 +380,15 @@ def main(
             "--exactly-once", help="sink.kafka.delivery exactlyOnce (microBatch, availableNow); the reader is read_committed"
         ),
     ] = False,
+    eos_writer: Annotated[
+        Literal["tasks", "driver"],
+        typer.Option(help="with --exactly-once: sink.kafka.transactions.writer (driver: producers 1)"),
+    ] = "tasks",
     no_plots: cli.NoPlots = False,
     keep_workdir: Annotated[bool, typer.Option("--keep-workdir", help="keep the jobs' logs and checkpoints")] = False,
 ) -> None:
+    if eos_writer == "driver" and not exactly_once:
+        raise typer.BadParameter("--eos-writer applies to --exactly-once", param_hint="--eos-writer")
     if exactly_once and mode != "microBatch":
         raise typer.BadParameter(
             "--exactly-once needs --mode microBatch: the other modes have no batch to commit atomically", param_hint="--mode"
@@ -403,6 +410,7 @@ def main(
     how = ("-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place
            else "-upgrade-" + args.upgrade if args.upgrade != "none" else "")  # fmt: skip
     how += "-exactly-once" if args.exactly_once else ""
+    how += "-driver-writer" if args.exactly_once and args.eos_writer == "driver" else ""
     path = write_results(f"recovery-{args.mode}{how}", results)
     log(f"wrote {path}")
     if not args.no_plots:
