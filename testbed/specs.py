@@ -55,6 +55,13 @@ RATE_TO_CONSOLE: dict[str, Any] = {
 
 # The fraud filter in micro-batches with the exactlyOnce Kafka sink (read it read_committed).
 EXACTLY_ONCE: dict[str, Any] = {"trigger": TRIGGERS["microBatch"], "sink.kafka.delivery": "exactlyOnce"}
+# The same, written by the driver (sink.kafka.transactions.writer: driver)
+EXACTLY_ONCE_FROM_DRIVER: dict[str, Any] = {**EXACTLY_ONCE, "sink.kafka.transactions": {"writer": "driver", "producers": 1}}
+DELIVERIES: dict[str, dict[str, Any]] = {
+    "atLeastOnce": {},
+    "exactlyOnce": EXACTLY_ONCE,
+    "exactlyOnceFromDriver": EXACTLY_ONCE_FROM_DRIVER,
+}
 
 
 def query_spec(

@@ -28,7 +28,7 @@ from testbed.cluster.workload import (
     standby_waiting,
     wait_output,
 )
-from testbed.specs import EXACTLY_ONCE
+from testbed.specs import DELIVERIES
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -89,6 +89,7 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     [  # CI time: the executor variant (~3 min) runs with `-m slow`
         ("container killed", "atLeastOnce", 0),
         pytest.param("pod deleted", "exactlyOnce", 1, marks=pytest.mark.slow),
+        pytest.param("container killed", "exactlyOnceFromDriver", 0, marks=pytest.mark.slow),
     ],
 )
 def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, delivery, executors):
@@ -97,7 +98,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, deliv
     source = kafka.create_topic(f"{name}-payments", partitions=2)
     sink = kafka.create_topic(f"{name}-flagged", partitions=1)
     # Two drivers on a 2-core node beside Kafka and the operator: each asks for a quarter of a core.
-    exactly_once = EXACTLY_ONCE if delivery == "exactlyOnce" else {}
+    exactly_once = DELIVERIES[delivery]
     # An executor's first batch (its JVM, Python workers, the transactional producers) takes most of a minute
     # on this node while a second driver starts: a longer start-up before Stalled, or the active driver is
     # restarted for a slow first batch (seen: 61.6 s) and the counts below follow the wrong driver.
@@ -185,7 +186,7 @@ def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, deliv
     assert taken["restarts"] == status.get("restarts", 0) + 1 and taken["attempt"] > status["attempt"]
     assert not out.unexpected, sorted(out.unexpected)[:5]
     assert out.complete, out.summary()
-    if delivery == "exactlyOnce":
+    if exactly_once:
         assert out.duplicates == 0, out.summary()
     # a new standby for the promoted driver
     wait_for(lambda: (s := sq.status(name).get("standby")) and s != standby, 180, "a new standby", interval=2)
