@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from testbed.cluster.workload import SinkWatch, figure, fraud_spec, payments, wait_output
-from testbed.specs import EXACTLY_ONCE, FLAG_ABOVE, FRAUD_TRANSFORMS
+from testbed.specs import DELIVERIES, FLAG_ABOVE, FRAUD_TRANSFORMS
 from testbed.wait import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
@@ -93,6 +93,7 @@ def _threshold(above: int) -> list[dict]:
     [  # CI time: the exactly-once rounds (~6 min) run with `-m slow`
         ("threshold", "atLeastOnce"),
         pytest.param("driver memory", "exactlyOnce", marks=pytest.mark.slow),
+        pytest.param("driver memory", "exactlyOnceFromDriver", marks=pytest.mark.slow),
         # The memory change on the threshold's continuous query: the hand-over alone, without the
         # exactly-once trigger's own gap (its transactions commit once per batch). For #36's figures.
         pytest.param("driver memory", "atLeastOnce", marks=pytest.mark.slow),
@@ -104,7 +105,7 @@ def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, chang
     source = kafka.create_topic(f"{name}-payments", partitions=2)
     sink = kafka.create_topic(f"{name}-flagged", partitions=1)
     # Two drivers on a 2-core node beside Kafka and the operator: each asks for a quarter of a core.
-    exactly_once = EXACTLY_ONCE if delivery == "exactlyOnce" else {}
+    exactly_once = DELIVERIES[delivery]
     spec = fraud_spec(source, sink, cluster.node_dir(name), **{"runtime.driver.coreRequest": "250m"}, **exactly_once)
     sq.apply(name, spec)
     sq.wait_running(name, timeout=420)
@@ -175,7 +176,7 @@ def test_a_spec_change_is_a_warm_upgrade_without_a_gap(cluster, kafka, sq, chang
                      f"largest gaps {', '.join(f'{g:.2f}s' for g in gaps)} (p50 {sorted(gaps)[len(gaps) // 2]:.2f}s)")  # fmt: skip
         assert out.complete, out.summary()
         assert not extra, sorted(extra)[:5]
-        if delivery == "exactlyOnce":
+        if exactly_once:
             # its writers hash rows over transactions (no per-partition order to read): none twice
             assert out.duplicates == 0, out.summary()
         else:
