@@ -4,6 +4,8 @@
 #   hack/test.sh -m unit         any pytest arguments narrow it down
 #   hack/test.sh -m multinode    a kind cluster with two workers, a worker stopped under queries
 #                                (not in the default run: ~15 min warm, the node image ~25 min cold)
+#   hack/test.sh -m gitops       Flux's own controllers sync queries from a Git server (not in the
+#                                default run: the controllers take ~9 min to build cold)
 # Heavy artifacts (Kafka, connector and S3A jars, Kubernetes binaries and SeaweedFS
 # built from source) are cached under ${STREAMQ_CACHE:-~/.cache/streamq} and rebuilt when missing.
 #
@@ -28,6 +30,8 @@ if [ $# -gt 0 ]; then
   # multinode tier (only when asked: -m multinode): a kind cluster with two workers; kind, its node
   # image and the engine come from hack/kind-up.sh prepare (the tier runs it), the image from here
   if [[ "$*" == *multinode* ]]; then hack/build-image.sh >/dev/null; fi
+  # gitops tier (only when asked: -m gitops): Flux's source and kustomize controllers, built from source
+  if [[ "$*" == *gitops* ]]; then hack/install-flux.sh; fi
   echo "test: tools ready after $(( $(date +%s) - start ))s" >&2
   exec "$PYTEST" "$@"
 fi
