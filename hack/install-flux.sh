@@ -42,11 +42,9 @@ if [[ "$FORCE" != 1 && -f "$DEST/.complete" && "$(cat "$DEST/.complete")" == "$V
 fi
 command -v go >/dev/null || die "go not found (the Go toolchain builds the controllers from the module proxy)"
 
-export GOMODCACHE="$ROOT_CACHE/go/mod"
-export GOCACHE="$ROOT_CACHE/go/build"
-export GOTOOLCHAIN="${STREAMQ_GOTOOLCHAIN:-local}"
-export GOFLAGS=-buildvcs=false
-export GOGC=${STREAMQ_GO_GOGC:-400} # faster compiles, as hack/install-kube.sh explains
+# shellcheck source=hack/lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+go_build_env "$ROOT_CACHE"
 mkdir -p "$DEST/bin" "$DEST/crds"
 rm -f "$DEST/.complete"
 

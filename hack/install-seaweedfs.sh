@@ -46,11 +46,9 @@ fi
 
 command -v go >/dev/null || die "go not found (the Go toolchain builds weed from the module proxy)"
 
-export GOMODCACHE="$ROOT_CACHE/go/mod"
-export GOCACHE="$ROOT_CACHE/go/build"
-export GOTOOLCHAIN="${STREAMQ_GOTOOLCHAIN:-local}"
-export GOFLAGS=-buildvcs=false
-export GOGC=${STREAMQ_GO_GOGC:-400} # faster compiles, as hack/install-kube.sh explains
+# shellcheck source=hack/lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+go_build_env "$ROOT_CACHE"
 start=$SECONDS
 
 src="$DEST/src"
