@@ -49,7 +49,9 @@ mkdir -p "$DEST/bin" "$DEST/crds"
 rm -f "$DEST/.complete"
 
 module_dir() { # module@version -> its extracted source in GOMODCACHE
-  go mod download -json "$1" | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))'
+  local found
+  found=$(go mod download -json "$1") || die "go mod download $1 failed: $found"
+  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' "$found"
 }
 
 for controller in "${CONTROLLERS[@]}"; do
@@ -57,12 +59,17 @@ for controller in "${CONTROLLERS[@]}"; do
   module="github.com/fluxcd/$controller"
   src="$DEST/src/$controller"
   rm -rf "$src"; mkdir -p "$src"
-  cp -a "$(module_dir "$module@$VERSION")/." "$src/"
+  # Assignments, not arguments: a failed download stops the script (set -e) instead of copying "/."
+  module_src=$(module_dir "$module@$VERSION")
+  [[ -f "$module_src/go.mod" ]] || die "no module source for $module@$VERSION (got '$module_src')"
+  cp -a "$module_src/." "$src/"
   chmod -R u+w "$src"
   api_version=$(awk -v m="$module/api" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$src/go.mod")
   [[ -n "$api_version" ]] || die "$module@$VERSION requires no $module/api version"
+  api_src=$(module_dir "$module/api@$api_version")
+  [[ -f "$api_src/go.mod" ]] || die "no module source for $module/api@$api_version (got '$api_src')"
   rm -rf "$src/api"
-  cp -a "$(module_dir "$module/api@$api_version")" "$src/api"
+  cp -a "$api_src" "$src/api"
   chmod -R u+w "$src/api"
   (cd "$src" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags='-s -w' -o "$DEST/bin/$controller.new" . \
     >"$DEST/$controller.build.log" 2>&1) || { tail -n 40 "$DEST/$controller.build.log" >&2; die "go build of $controller failed"; }
