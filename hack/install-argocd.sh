@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds Argo CD from source through the Go module proxy, with its CRDs, and caches it outside
+# the repository (never commit it): the application controller and the repo server of the
+# GitOps tier (issue #42; they need a Redis: Debian's redis-server).
+#
+#   ${STREAMQ_CACHE:-$HOME/.cache/streamq}/argocd/<version>/
+#     bin/argocd          Argo CD's multi-call binary; argocd-application-controller and
+#                         argocd-repo-server are links to it (it runs the one its name says)
+#     crds/               application-crd.yaml, appproject-crd.yaml
+#     .complete           marker: the version built
+#   ${STREAMQ_CACHE:-$HOME/.cache/streamq}/argocd/go/{mod,build}   GOMODCACHE, GOCACHE
+#
+# Argo CD's go.mod replaces github.com/argoproj/gitops-engine with ./gitops-engine, a nested
+# module its zip leaves out: the script copies the module, puts the gitops-engine version it
+# requires at ./gitops-engine, and builds ./cmd as the main module.
+#
+# Usage: hack/install-argocd.sh [--print-dir]
+# Idempotent. Cold: 392 s on 2 cores (2026-11-29, module downloads included).
+# Knobs: STREAMQ_CACHE, STREAMQ_ARGOCD_VERSION, STREAMQ_GOTOOLCHAIN (default local), STREAMQ_GO_GOGC, FORCE=1.
+# Out of a cluster the repo server needs ARGOCD_GPG_ENABLED=false (else it looks for
+# /app/config/gpg/keys), and the destination cluster is a cluster Secret with the API server's
+# address and credentials (kubernetes.default.svc exists only in a pod).
+set -euo pipefail
+{ # bash reads the whole block first: editing the script during a build is safe
+
+VERSION="${STREAMQ_ARGOCD_VERSION:-v3.3.0}"
+ROOT_CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}/argocd"
+DEST="$ROOT_CACHE/$VERSION"
+MODULE=github.com/argoproj/argo-cd/v3
+ENGINE=github.com/argoproj/gitops-engine
+FORCE="${FORCE:-0}"
+
+log() { printf '[install-argocd] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+if [[ "${1:-}" == --print-dir ]]; then
+  printf '%s\n' "$DEST"
+  exit 0
+fi
+if [[ "$FORCE" != 1 && -f "$DEST/.complete" && "$(cat "$DEST/.complete")" == "$VERSION" ]]; then
+  log "Argo CD $VERSION: cached, nothing to do ($DEST/bin)"
+  exit 0
+fi
+command -v go >/dev/null || die "go not found (the Go toolchain builds Argo CD from the module proxy)"
+# shellcheck source=hack/lib/go-build.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+go_build_env "$ROOT_CACHE"
+mkdir -p "$DEST/bin" "$DEST/crds"
+rm -f "$DEST/.complete"
+start=$SECONDS
+
+module_dir() { # module@version -> its extracted source in GOMODCACHE
+  local found
+  found=$(go mod download -json "$1") || die "go mod download $1 failed: $found"
+  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' "$found"
+}
+
+src="$DEST/src"
+rm -rf "$src"; mkdir -p "$src"
+# Assignments, not arguments: a failed download stops the script (set -e) instead of copying "/."
+module_src=$(module_dir "$MODULE@$VERSION")
+[[ -f "$module_src/go.mod" ]] || die "no module source for $MODULE@$VERSION (got '$module_src')"
+cp -a "$module_src/." "$src/"
+chmod -R u+w "$src"
+engine_version=$(awk -v m="$ENGINE" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$src/go.mod")
+[[ -n "$engine_version" ]] || die "$MODULE@$VERSION requires no $ENGINE version"
+engine_src=$(module_dir "$ENGINE@$engine_version")
+[[ -f "$engine_src/go.mod" ]] || die "no module source for $ENGINE@$engine_version (got '$engine_src')"
+rm -rf "$src/gitops-engine"
+cp -a "$engine_src" "$src/gitops-engine"
+chmod -R u+w "$src/gitops-engine"
+(cd "$src" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags='-s -w' -o "$DEST/bin/argocd.new" ./cmd \
+  >"$DEST/build.log" 2>&1) || { tail -n 40 "$DEST/build.log" >&2; die "go build of Argo CD failed (log: $DEST/build.log)"; }
+mv "$DEST/bin/argocd.new" "$DEST/bin/argocd"
+for name in argocd-application-controller argocd-repo-server; do
+  ln -sf argocd "$DEST/bin/$name"
+  "$DEST/bin/$name" --help >/dev/null 2>&1 || die "the built $name does not run"
+done
+cp "$src"/manifests/crds/application-crd.yaml "$src"/manifests/crds/appproject-crd.yaml "$DEST/crds/"
+rm -rf "$src"
+printf '%s\n' "$VERSION" >"$DEST/.complete"
+log "Argo CD $VERSION ($ENGINE $engine_version) built in $((SECONDS - start)) s: $DEST/bin"
+exit 0
+}
