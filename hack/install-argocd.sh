@@ -28,47 +28,18 @@ ROOT_CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}/argocd"
 DEST="$ROOT_CACHE/$VERSION"
 MODULE=github.com/argoproj/argo-cd/v3
 ENGINE=github.com/argoproj/gitops-engine
-FORCE="${FORCE:-0}"
 
 log() { printf '[install-argocd] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-if [[ "${1:-}" == --print-dir ]]; then
-  printf '%s\n' "$DEST"
-  exit 0
-fi
-if [[ "$FORCE" != 1 && -f "$DEST/.complete" && "$(cat "$DEST/.complete")" == "$VERSION" ]]; then
-  log "Argo CD $VERSION: cached, nothing to do ($DEST/bin)"
-  exit 0
-fi
-command -v go >/dev/null || die "go not found (the Go toolchain builds Argo CD from the module proxy)"
 # shellcheck source=hack/lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-go_build_env "$ROOT_CACHE"
-mkdir -p "$DEST/bin" "$DEST/crds"
-rm -f "$DEST/.complete"
+go_install_begin "Argo CD" "$ROOT_CACHE" "$DEST" "$VERSION" "$@"
+mkdir -p "$DEST/crds"
 start=$SECONDS
 
-module_dir() { # module@version -> its extracted source in GOMODCACHE
-  local found
-  found=$(go mod download -json "$1") || die "go mod download $1 failed: $found"
-  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' "$found"
-}
-
 src="$DEST/src"
-rm -rf "$src"; mkdir -p "$src"
-# Assignments, not arguments: a failed download stops the script (set -e) instead of copying "/."
-module_src=$(module_dir "$MODULE@$VERSION")
-[[ -f "$module_src/go.mod" ]] || die "no module source for $MODULE@$VERSION (got '$module_src')"
-cp -a "$module_src/." "$src/"
-chmod -R u+w "$src"
-engine_version=$(awk -v m="$ENGINE" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$src/go.mod")
-[[ -n "$engine_version" ]] || die "$MODULE@$VERSION requires no $ENGINE version"
-engine_src=$(module_dir "$ENGINE@$engine_version")
-[[ -f "$engine_src/go.mod" ]] || die "no module source for $ENGINE@$engine_version (got '$engine_src')"
-rm -rf "$src/gitops-engine"
-cp -a "$engine_src" "$src/gitops-engine"
-chmod -R u+w "$src/gitops-engine"
+engine_version=$(go_module_source "$MODULE" "$VERSION" "$ENGINE" gitops-engine "$src")
 (cd "$src" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags='-s -w' -o "$DEST/bin/argocd.new" ./cmd \
   >"$DEST/build.log" 2>&1) || { tail -n 40 "$DEST/build.log" >&2; die "go build of Argo CD failed (log: $DEST/build.log)"; }
 mv "$DEST/bin/argocd.new" "$DEST/bin/argocd"

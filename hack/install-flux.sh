@@ -27,50 +27,20 @@ VERSION="${STREAMQ_FLUX_VERSION:-v1.9.1}"
 ROOT_CACHE="${STREAMQ_CACHE:-$HOME/.cache/streamq}/flux"
 DEST="$ROOT_CACHE/$VERSION"
 CONTROLLERS=(source-controller kustomize-controller)
-FORCE="${FORCE:-0}"
 
 log() { printf '[install-flux] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-if [[ "${1:-}" == --print-dir ]]; then
-  printf '%s\n' "$DEST"
-  exit 0
-fi
-if [[ "$FORCE" != 1 && -f "$DEST/.complete" && "$(cat "$DEST/.complete")" == "$VERSION" ]]; then
-  log "Flux controllers $VERSION: cached, nothing to do ($DEST/bin)"
-  exit 0
-fi
-command -v go >/dev/null || die "go not found (the Go toolchain builds the controllers from the module proxy)"
-
 # shellcheck source=hack/lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
-go_build_env "$ROOT_CACHE"
-mkdir -p "$DEST/bin" "$DEST/crds"
-rm -f "$DEST/.complete"
-
-module_dir() { # module@version -> its extracted source in GOMODCACHE
-  local found
-  found=$(go mod download -json "$1") || die "go mod download $1 failed: $found"
-  python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' "$found"
-}
+go_install_begin "Flux controllers" "$ROOT_CACHE" "$DEST" "$VERSION" "$@"
+mkdir -p "$DEST/crds"
 
 for controller in "${CONTROLLERS[@]}"; do
   start=$SECONDS
   module="github.com/fluxcd/$controller"
   src="$DEST/src/$controller"
-  rm -rf "$src"; mkdir -p "$src"
-  # Assignments, not arguments: a failed download stops the script (set -e) instead of copying "/."
-  module_src=$(module_dir "$module@$VERSION")
-  [[ -f "$module_src/go.mod" ]] || die "no module source for $module@$VERSION (got '$module_src')"
-  cp -a "$module_src/." "$src/"
-  chmod -R u+w "$src"
-  api_version=$(awk -v m="$module/api" '$1 == m && $2 ~ /^v/ {print $2; exit}' "$src/go.mod")
-  [[ -n "$api_version" ]] || die "$module@$VERSION requires no $module/api version"
-  api_src=$(module_dir "$module/api@$api_version")
-  [[ -f "$api_src/go.mod" ]] || die "no module source for $module/api@$api_version (got '$api_src')"
-  rm -rf "$src/api"
-  cp -a "$api_src" "$src/api"
-  chmod -R u+w "$src/api"
+  api_version=$(go_module_source "$module" "$VERSION" "$module/api" api "$src")
   (cd "$src" && CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags='-s -w' -o "$DEST/bin/$controller.new" . \
     >"$DEST/$controller.build.log" 2>&1) || { tail -n 40 "$DEST/$controller.build.log" >&2; die "go build of $controller failed"; }
   mv "$DEST/bin/$controller.new" "$DEST/bin/$controller"
