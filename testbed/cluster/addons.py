@@ -119,17 +119,15 @@ E2E_POLICY = {
 }
 
 
-def install_operator(cluster: Cluster, chart: Path | None = None, values: tuple[str, ...] = ()) -> None:
-    """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py):
-    the image streamq:<version>, IfNotPresent; ``values`` are more helm arguments, last (they win)."""
-    image = streamq_image_ref()
-    repository, tag = image.rsplit(":", 1)
-    t0 = time.monotonic()
+def operator_values(cluster: Cluster, current_chart: bool = True) -> list[str]:
+    """The helm arguments the e2e clusters' operator is installed with (``helm install`` here, ``helm
+    template`` for the GitOps tier's repository): the image streamq:<version>, IfNotPresent.
+    ``current_chart`` False: an earlier chart (test_helm_upgrade's), which has no policy values."""
+    repository, tag = streamq_image_ref().rsplit(":", 1)
     placement = [arg for key, value in cluster.infra_placement().items()
                  for arg in ("--set-json", f"operator.{key}={json.dumps(value)}")]  # fmt: skip
-    cluster.helm(
-        "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"),
-        "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+    return [
+        "--namespace", OPERATOR_NAMESPACE,
         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
         "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
         # Namespaced, as the chart's default is: the operator's RBAC and the drivers'
@@ -142,17 +140,34 @@ def install_operator(cluster: Cluster, chart: Path | None = None, values: tuple[
         "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
         "--set-string", "operator.extraEnv[0].value=5",
         *placement,
-        # (an earlier chart, test_helm_upgrade's, has no such values)
-        *([] if chart else [arg for key, value in E2E_POLICY.items()
-                            for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]),
-        *values,
-        "--wait", "--timeout", "5m",
+        *([arg for key, value in E2E_POLICY.items() for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]
+          if current_chart else []),
+    ]  # fmt: skip
+
+
+def install_operator(cluster: Cluster, chart: Path | None = None, values: tuple[str, ...] = ()) -> None:
+    """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py)
+    with :func:`operator_values`; ``values`` are more helm arguments, last (they win)."""
+    t0 = time.monotonic()
+    cluster.helm(
+        "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"), "--create-namespace",
+        *operator_values(cluster, current_chart=chart is None), *values, "--wait", "--timeout", "5m",
     )  # fmt: skip
     log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")
 
 
-def setup(cluster: Cluster) -> str:
-    """Everything on top of a fresh cluster; returns Kafka's bootstrap for this machine."""
+def render_operator(cluster: Cluster) -> str:
+    """The chart as `helm template` renders it with :func:`operator_values`, its CRD included and its
+    hooks left out: what a GitOps repository holds where no helm-controller runs (docs/gitops.md)."""
+    return cluster.helm(
+        "template", RELEASE, str(REPO_ROOT / "charts" / "streamq"), "--include-crds", "--no-hooks",
+        *operator_values(cluster),
+    ).stdout  # fmt: skip
+
+
+def setup(cluster: Cluster, operator: bool = True) -> str:
+    """Everything on top of a fresh cluster (the operator too unless ``operator`` is False: the GitOps
+    tier's tools install it); returns Kafka's bootstrap for this machine."""
     from testbed.cluster.local import CLUSTER_DNS, LocalCluster
 
     t0 = time.monotonic()
@@ -164,6 +179,7 @@ def setup(cluster: Cluster) -> str:
         deploy_coredns(cluster, CLUSTER_DNS)
     check_dns(cluster)
     bootstrap = deploy_kafka(cluster)
-    install_operator(cluster)
+    if operator:
+        install_operator(cluster)
     log(f"addons ready in {time.monotonic() - t0:.0f}s; Kafka for this machine at {bootstrap}")
     return bootstrap
