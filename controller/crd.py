@@ -181,6 +181,10 @@ def status_schema() -> dict[str, Any]:
     conditions = schema["properties"]["conditions"]
     conditions["x-kubernetes-list-type"] = "map"
     conditions["x-kubernetes-list-map-keys"] = ["type"]
+    # A query the operator has not seen yet reads as generation 0 observed (the API server defaults it
+    # on every read), not as a status-less object: kstatus (Flux's `wait`) calls a custom resource
+    # without status Current, so a Kustomization was Ready before any driver started (the gitops tier).
+    schema["default"] = {"observedGeneration": 0}
     return schema
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Argo CD from source through the Go module proxy, with its CRDs, and caches it outside
 # the repository (never commit it): the application controller and the repo server of the
-# GitOps tier (issue #42; they need a Redis: Debian's redis-server).
+# GitOps tier (issue #42; they need a Redis: Debian's redis-server, installed here when missing).
 #
 #   ${STREAMQ_CACHE:-$HOME/.cache/streamq}/argocd/<version>/
 #     bin/argocd          Argo CD's multi-call binary; argocd-application-controller and
@@ -34,6 +34,15 @@ die() { log "ERROR: $*"; exit 1; }
 
 # shellcheck source=hack/lib/go-build.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/go-build.sh"
+# The Redis both Argo CD components cache in: Debian's package, as Argo CD's install has its own
+if [[ "${1:-}" != --print-dir ]] && ! command -v redis-server >/dev/null; then
+  [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null || die "redis-server not found (Debian: apt-get install redis-server)"
+  log "apt-get install redis-server"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  # the package's own service is not ours: the tests start a redis-server of their own on a free port
+  if command -v systemctl >/dev/null; then systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+fi
 go_install_begin "Argo CD" "$ROOT_CACHE" "$DEST" "$VERSION" "$@"
 mkdir -p "$DEST/crds"
 start=$SECONDS

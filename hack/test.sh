@@ -26,7 +26,7 @@ if [ $# -gt 0 ]; then
   hack/install-prometheus.sh             # promtool for the alert-rule tests
   hack/install-seaweedfs.sh # weed, an S3 store for the s3a:// checkpoint tests (~5 min cold, cached after)
   # e2e tier (when it may run): node components, images, CoreDNS; STREAMQ_E2E_SKIP_INSTALL=1 skips it
-  if [[ "$*" == *e2e* ]] || [[ "$*" == *slow* ]]; then hack/install-node.sh; fi
+  if [[ "$*" == *e2e* ]] || [[ "$*" == *slow* ]] || [[ "$*" == *gitops* ]]; then hack/install-node.sh; fi
   # multinode tier (only when asked: -m multinode): a kind cluster with two workers; kind, its node
   # image and the engine come from hack/kind-up.sh prepare (the tier runs it), the image from here
   if [[ "$*" == *multinode* ]]; then hack/build-image.sh >/dev/null; fi

@@ -79,7 +79,8 @@ class FluxControllers:
         argv = {
             "source-controller": [f"--storage-path={self.work}/artifacts", f"--storage-addr=127.0.0.1:{storage}",
                                   f"--storage-adv-addr=127.0.0.1:{storage}"],
-            "kustomize-controller": ["--no-remote-bases=true"],
+            # a dependent Kustomization retries its dependencies as often as the tests' intervals are short
+            "kustomize-controller": ["--no-remote-bases=true", "--requeue-dependency=5s"],
         }  # fmt: skip
         for name, args in argv.items():
             ports = [f"--metrics-addr=127.0.0.1:{free_port()}", f"--health-addr=127.0.0.1:{free_port()}"]

@@ -3,11 +3,13 @@ a single-broker Kafka, and the streamq operator installed with its Helm chart.""
 
 from __future__ import annotations
 
-import json
+import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import yaml
 
@@ -119,50 +121,66 @@ E2E_POLICY = {
 }
 
 
-def operator_values(cluster: Cluster, current_chart: bool = True) -> list[str]:
-    """The helm arguments the e2e clusters' operator is installed with (``helm install`` here, ``helm
-    template`` for the GitOps tier's repository): the image streamq:<version>, IfNotPresent.
-    ``current_chart`` False: an earlier chart (test_helm_upgrade's), which has no policy values."""
+def operator_values(cluster: Cluster, current_chart: bool = True) -> dict[str, Any]:
+    """The chart values the e2e clusters' operator is installed with (by ``helm install`` here, and by
+    the GitOps tier's tools from Git): the image streamq:<version>, IfNotPresent. ``current_chart``
+    False: an earlier chart (test_helm_upgrade's), which has no such policy values."""
     repository, tag = streamq_image_ref().rsplit(":", 1)
-    placement = [arg for key, value in cluster.infra_placement().items()
-                 for arg in ("--set-json", f"operator.{key}={json.dumps(value)}")]  # fmt: skip
-    return [
-        "--namespace", OPERATOR_NAMESPACE,
-        "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-        "--set", "image.pullPolicy=IfNotPresent", "--set", "jobs.imagePullPolicy=IfNotPresent",
-        # Namespaced, as the chart's default is: the operator's RBAC and the drivers'
-        # accounts are bound in the namespaces the tests use, nowhere else.
-        "--set", f"operator.watchNamespaces={{{E2E_NAMESPACE},{RESTRICTED_NAMESPACE}}}",
+    policy = {
         # The tests keep checkpoints on a node directory: the policy must allow that one.
-        "--set", "policy.allowedVolumes={persistentVolumeClaim,emptyDir,hostPath}",
-        "--set", f"policy.hostPathPrefixes={{{cluster.node_dir_root}}}",
-        # Progress read every 5 s instead of 15: the tests wait on it.
-        "--set", "operator.extraEnv[0].name=STREAMQ_PROGRESS_INTERVAL_SECONDS",
-        "--set-string", "operator.extraEnv[0].value=5",
-        *placement,
-        *([arg for key, value in E2E_POLICY.items() for arg in ("--set-json", f"policy.{key}={json.dumps(value)}")]
-          if current_chart else []),
-    ]  # fmt: skip
+        "allowedVolumes": ["persistentVolumeClaim", "emptyDir", "hostPath"],
+        "hostPathPrefixes": [cluster.node_dir_root],
+        **(E2E_POLICY if current_chart else {}),
+    }
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "jobs": {"imagePullPolicy": "IfNotPresent"},
+        "operator": {
+            # Namespaced, as the chart's default is: the operator's RBAC and the drivers'
+            # accounts are bound in the namespaces the tests use, nowhere else.
+            "watchNamespaces": [E2E_NAMESPACE, RESTRICTED_NAMESPACE],
+            # Progress read every 5 s instead of 15: the tests wait on it.
+            "extraEnv": [{"name": "STREAMQ_PROGRESS_INTERVAL_SECONDS", "value": "5"}],
+            **cluster.infra_placement(),
+        },
+        "policy": policy,
+    }
+
+
+def _values_file(cluster: Cluster, current_chart: bool = True) -> str:
+    with tempfile.NamedTemporaryFile("w", prefix="streamq-values-", suffix=".yaml", delete=False) as out:
+        yaml.safe_dump(operator_values(cluster, current_chart), out)
+    return out.name
 
 
 def install_operator(cluster: Cluster, chart: Path | None = None, values: tuple[str, ...] = ()) -> None:
     """`helm install` of charts/streamq (or ``chart``: an earlier one, tests/e2e/test_helm_upgrade.py)
     with :func:`operator_values`; ``values`` are more helm arguments, last (they win)."""
     t0 = time.monotonic()
-    cluster.helm(
-        "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"), "--create-namespace",
-        *operator_values(cluster, current_chart=chart is None), *values, "--wait", "--timeout", "5m",
-    )  # fmt: skip
+    values_file = _values_file(cluster, current_chart=chart is None)
+    try:
+        cluster.helm(
+            "upgrade", "--install", RELEASE, str(chart or REPO_ROOT / "charts" / "streamq"),
+            "--namespace", OPERATOR_NAMESPACE, "--create-namespace", "--values", values_file, *values,
+            "--wait", "--timeout", "5m",
+        )  # fmt: skip
+    finally:
+        os.unlink(values_file)
     log(f"operator installed with helm in {time.monotonic() - t0:.0f}s")
 
 
 def render_operator(cluster: Cluster) -> str:
     """The chart as `helm template` renders it with :func:`operator_values`, its CRD included and its
     hooks left out: what a GitOps repository holds where no helm-controller runs (docs/gitops.md)."""
-    return cluster.helm(
-        "template", RELEASE, str(REPO_ROOT / "charts" / "streamq"), "--include-crds", "--no-hooks",
-        *operator_values(cluster),
-    ).stdout  # fmt: skip
+    values_file = _values_file(cluster)
+    try:
+        rendered: str = cluster.helm(
+            "template", RELEASE, str(REPO_ROOT / "charts" / "streamq"), "--namespace", OPERATOR_NAMESPACE,
+            "--include-crds", "--no-hooks", "--values", values_file,
+        ).stdout  # fmt: skip
+        return rendered
+    finally:
+        os.unlink(values_file)
 
 
 def setup(cluster: Cluster, operator: bool = True) -> str:

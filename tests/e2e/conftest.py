@@ -55,21 +55,14 @@ def _sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-# Package scope: the cluster goes down after the last e2e test, not at the end of a
-# run that goes on with other tiers (it holds CPUs and memory they need).
-@pytest.fixture(scope="package")
-def cluster():
+def fresh_cluster(operator: bool = True, what: str = "cluster, DNS, Kafka and operator") -> Iterator:
+    """A cluster of the chosen provider brought up with DNS, Kafka and (``operator``) the chart's
+    operator, torn down after the caller's last use: for package-scoped fixtures (the gitops tier's
+    too, whose tools install the operator themselves)."""
     from testbed.cluster import choose_provider, create_cluster
     from testbed.cluster.addons import setup
 
     provider = choose_provider()
-    existing = os.environ.get("STREAMQ_E2E_KUBECONFIG")
-    if existing:  # a cluster from `hack/e2e-cluster.sh up` (it prints both values): not torn down here
-        c = create_cluster(provider)
-        c.kubeconfig = Path(existing)
-        c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
-        yield c
-        return
     check = subprocess.run(
         [str(REPO_ROOT / "hack" / "install-node.sh"), "--check", "--provider", provider],
         capture_output=True,
@@ -87,15 +80,29 @@ def cluster():
         atexit.register(c.cleanup_if_still_up)
     c.up()
     try:
-        c.kafka_bootstrap = setup(c)
-        FIGURES.append(
-            ("session", f"provider {provider}: cluster, DNS, Kafka and operator ready in {time.monotonic() - t0:.0f}s")
-        )
+        c.kafka_bootstrap = setup(c, operator=operator)
+        FIGURES.append(("session", f"provider {provider}: {what} ready in {time.monotonic() - t0:.0f}s"))
         yield c
     finally:
         t1 = time.monotonic()
         c.down()
         FIGURES.append(("session", f"cluster torn down in {time.monotonic() - t1:.0f}s"))
+
+
+# Package scope: the cluster goes down after the last e2e test, not at the end of a
+# run that goes on with other tiers (it holds CPUs and memory they need).
+@pytest.fixture(scope="package")
+def cluster():
+    from testbed.cluster import create_cluster
+
+    existing = os.environ.get("STREAMQ_E2E_KUBECONFIG")
+    if existing:  # a cluster from `hack/e2e-cluster.sh up` (it prints both values): not torn down here
+        c = create_cluster()
+        c.kubeconfig = Path(existing)
+        c.kafka_bootstrap = os.environ["STREAMQ_E2E_KAFKA_BOOTSTRAP"]
+        yield c
+        return
+    yield from fresh_cluster()
 
 
 @pytest.fixture(scope="package")
