@@ -128,7 +128,7 @@ class _Converter:
         if node.get("type") == "object" or "properties" in node:
             out["type"] = "object"
             props = node.get("properties")
-            if props is not None:
+            if props:  # the API server drops an empty map: kept, Argo CD shows the CRD OutOfSync forever
                 out["properties"] = {k: self.convert(v) for k, v in props.items()}
             extra = node.get("additionalProperties")
             if isinstance(extra, dict):

@@ -4,8 +4,9 @@
 #   hack/test.sh -m unit         any pytest arguments narrow it down
 #   hack/test.sh -m multinode    a kind cluster with two workers, a worker stopped under queries
 #                                (not in the default run: ~15 min warm, the node image ~25 min cold)
-#   hack/test.sh -m gitops       Flux's own controllers sync queries from a Git server (not in the
-#                                default run: the controllers take ~9 min to build cold)
+#   hack/test.sh -m gitops       Flux's and Argo CD's own controllers sync the operator and queries from
+#                                a Git server onto a fresh cluster (not in the default run: building
+#                                both tools takes ~16 min cold)
 # Heavy artifacts (Kafka, connector and S3A jars, Kubernetes binaries and SeaweedFS
 # built from source) are cached under ${STREAMQ_CACHE:-~/.cache/streamq} and rebuilt when missing.
 #
@@ -30,8 +31,9 @@ if [ $# -gt 0 ]; then
   # multinode tier (only when asked: -m multinode): a kind cluster with two workers; kind, its node
   # image and the engine come from hack/kind-up.sh prepare (the tier runs it), the image from here
   if [[ "$*" == *multinode* ]]; then hack/build-image.sh >/dev/null; fi
-  # gitops tier (only when asked: -m gitops): Flux's source and kustomize controllers, built from source
-  if [[ "$*" == *gitops* ]]; then hack/install-flux.sh; fi
+  # gitops tier (only when asked: -m gitops): Flux's source and kustomize controllers and Argo CD's
+  # application controller and repo server, built from source (and Debian's Redis for Argo CD)
+  if [[ "$*" == *gitops* ]]; then hack/install-flux.sh && hack/install-argocd.sh; fi
   echo "test: tools ready after $(( $(date +%s) - start ))s" >&2
   exec "$PYTEST" "$@"
 fi

@@ -58,10 +58,12 @@ class Fleet:
         fleet.queries = {name: resource(spec, name, E2E_NAMESPACE) for name, spec in specs.items()}
         return fleet
 
-    def files(self, folder: str = "queries") -> dict[str, str | None]:
-        """The queries' folder as Git holds it (a kustomization.yaml lists them, for Flux)."""
+    def files(self, kustomization: bool = True, folder: str = "queries") -> dict[str, str | None]:
+        """The queries' folder as Git holds it; ``kustomization``: with a kustomization.yaml listing them
+        (Flux's Kustomization builds one when there is none, Argo CD would run kustomize for one)."""
         files: dict[str, str | None] = {f"{folder}/{name}.yaml": yaml.safe_dump(doc) for name, doc in self.queries.items()}
-        files[f"{folder}/kustomization.yaml"] = yaml.safe_dump({"resources": [f"{n}.yaml" for n in sorted(self.queries)]})
+        if kustomization:
+            files[f"{folder}/kustomization.yaml"] = yaml.safe_dump({"resources": [f"{n}.yaml" for n in sorted(self.queries)]})
         return files
 
     def set_filter(self, where: str) -> None:

@@ -65,7 +65,7 @@ def _repository_files(repo: Repository, argocd: ArgoCD, cluster: Any, fleet: Fle
     queries["spec"]["destination"]["namespace"] = E2E_NAMESPACE
     files[f"{APPS}/{OPERATOR}.yaml"] = yaml.safe_dump(operator)
     files[f"{APPS}/{QUERIES}.yaml"] = yaml.safe_dump(queries)
-    return {**files, **fleet.files()}
+    return {**files, **fleet.files(kustomization=False)}
 
 
 def _status(argocd: ArgoCD, name: str) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def test_argocd_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, argocd
         was = fleet.sq.status(FRAUD)
         fleet.set_filter(f"amount > {NEW_THRESHOLD}")
         t1 = time.monotonic()
-        changed = repo.commit(fleet.files(), f"fraud: flag above {NEW_THRESHOLD}")
+        changed = repo.commit(fleet.files(kustomization=False), f"fraud: flag above {NEW_THRESHOLD}")
         seen: list[tuple[float, str, str]] = []
 
         def upgraded() -> bool:
@@ -149,7 +149,7 @@ def test_argocd_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, argocd
         driver = fleet.sq.status(FRAUD)["driver"]
         broken = copy.deepcopy(fleet.queries)
         fleet.set_filter(BROKEN_FILTER)
-        bad = repo.commit(fleet.files(), "fraud: a broken filter")
+        bad = repo.commit(fleet.files(kustomization=False), "fraud: a broken filter")
 
         def degraded() -> dict[str, Any] | None:
             status = _status(argocd, QUERIES)
@@ -162,12 +162,12 @@ def test_argocd_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, argocd
         assert fleet.sq.status(FRAUD)["driver"] == driver, "the running driver goes on under a refused change"
         figure(TEST, f"invalid change: {QUERIES} Degraded, the query's health says: {resource['health']['message'][:160]}")
         fleet.queries = broken
-        fixed = repo.commit(fleet.files(), "fraud: the filter fixed")
+        fixed = repo.commit(fleet.files(kustomization=False), "fraud: the filter fixed")
         argocd.wait_synced(QUERIES, fixed, 300)
 
         # 5. the query removed from Git: pruned; then the whole app, by deleting the root Application
         del fleet.queries[FRAUD]
-        removed = repo.commit({f"queries/{FRAUD}.yaml": None, **fleet.files()}, "fraud removed")
+        removed = repo.commit({f"queries/{FRAUD}.yaml": None, **fleet.files(kustomization=False)}, "fraud removed")
         argocd.wait_synced(QUERIES, removed, 300)
         fleet.wait_gone(FRAUD)
         assert fleet.sq.status(AUDIT)["phase"] == "Running"

@@ -29,28 +29,19 @@ import yaml
 
 from testbed.cluster.addons import E2E_NAMESPACE, OPERATOR_NAMESPACE, render_operator
 from testbed.cluster.base import REPO_ROOT
-from testbed.cluster.workload import Queries, figure, fraud_spec, payments, wait_output
+from testbed.cluster.workload import figure
 from testbed.flux import NAMESPACE, FluxControllers, applied_at, ready_condition
 from testbed.gitserver import Repository
-from testbed.specs import FLAG_ABOVE, FRAUD_TRANSFORMS, resource
 from testbed.wait import wait_for
+from tests.e2e.gitops.fleet import AUDIT, BROKEN_FILTER, BROKEN_MESSAGE, FRAUD, NEW_THRESHOLD, Fleet, elapsed
 
 pytestmark = [pytest.mark.gitops, pytest.mark.timeout(2400)]
 
 INTERVAL_S = 5  # the GitRepository's and both Kustomizations' interval: drift shows within it
-NEW_THRESHOLD = 22  # payments() amounts are 1500 or 20..26: 23..26 are flagged after the change only
 CRD = "streamingqueries.streamq.io"
 # the operator's folder as docs/gitops.md ("Flux without helm-controller") has it: the CRD kept on prune
 OPERATOR_KUSTOMIZATION = REPO_ROOT / "manifests" / "gitops" / "flux" / "rendered" / "kustomization.yaml"
 TEST = "gitops (Flux)"
-
-
-def _flagged_by(records: list[tuple[str, str]], above: int) -> list[tuple[str, str]]:
-    return [(k, v) for k, v in records if json.loads(v)["amount"] > above]
-
-
-def _transforms(where: str) -> list[dict[str, Any]]:
-    return [FRAUD_TRANSFORMS[0], {"where": where}, FRAUD_TRANSFORMS[2]]
 
 
 def _kustomizations(repo: Repository) -> list[dict[str, Any]]:
@@ -71,21 +62,15 @@ def _kustomizations(repo: Repository) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _queries_files(queries: dict[str, dict[str, Any]]) -> dict[str, str | None]:
-    files: dict[str, str | None] = {f"queries/{name}.yaml": yaml.safe_dump(doc) for name, doc in queries.items()}
-    files["queries/kustomization.yaml"] = yaml.safe_dump({"resources": [f"{name}.yaml" for name in sorted(queries)]})
-    return files
-
-
-def _assert_no_drift(flux: FluxControllers, sq: Queries, queries: list[str], intervals: int = 3) -> None:
+def _assert_no_drift(flux: FluxControllers, fleet: Fleet, intervals: int = 3) -> None:
     """Over ``intervals`` sync intervals Flux looks again (its log) and changes nothing: every
     server-side apply of both Kustomizations says "unchanged", no query's spec or Flux's
     managed-fields entry is written, and neither Kustomization turns False."""
 
     def get(query: str) -> dict[str, Any]:  # with Flux's managed-fields entry, which kubectl leaves out unless told
-        return json.loads(sq.kubectl("get", "sq", query, "-o", "json", "--show-managed-fields").stdout)
+        return json.loads(fleet.sq.kubectl("get", "sq", query, "-o", "json", "--show-managed-fields").stdout)
 
-    before = {q: get(q) for q in queries}
+    before = {q: get(q) for q in fleet.queries}
     assert all(applied_at(obj) for obj in before.values()), "the kustomize-controller applied the queries"
     seen = {k: len(flux.applies(k)) for k in ("streamq-operator", "streamq-queries")}
     deadline = time.monotonic() + intervals * INTERVAL_S + 2
@@ -127,72 +112,55 @@ def _watch_until_ready(flux: FluxControllers, kustomization: str, revision: str,
 
 def test_flux_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, flux, tmp_path):
     controllers, git = flux
-    sq = Queries(cluster, TEST, E2E_NAMESPACE)
+    fleet = Fleet.create("flux", cluster, kafka)
     repo = Repository(git, "streamq", tmp_path / "work")
-    fraud, audit = "fraud", "audit"
-    source = kafka.create_topic("gitops-payments", partitions=2)
-    sink, audit_sink = kafka.create_topic("gitops-flagged", partitions=1), kafka.create_topic("gitops-audit", partitions=1)
-    small = {"runtime.driver.coreRequest": "250m"}  # two queries and a warm standby beside Kafka on 2 cores
-    specs = {fraud: fraud_spec(source, sink, cluster.node_dir(fraud), **small),
-             audit: fraud_spec(source, audit_sink, None, **small)}  # fmt: skip
-    queries = {name: resource(spec, name, E2E_NAMESPACE) for name, spec in specs.items()}
     operator_files = {
         "operator/namespace.yaml": yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}),
         "operator/streamq.yaml": render_operator(cluster),
         "operator/kustomization.yaml": OPERATOR_KUSTOMIZATION.read_text(),
     }  # fmt: skip
-    first = payments(150)
-    kafka.produce(source, first)
     t0 = time.monotonic()
-    revision = repo.commit({**operator_files, **_queries_files(queries)}, "streamq and two queries")
+    revision = repo.commit({**operator_files, **fleet.files()}, "streamq and two queries")
     controllers.apply_objects(_kustomizations(repo))
-
     try:
         # 1. the sync, in the documented order, as Flux reports it
-        operator_ready = controllers.wait_applied("streamq-operator", revision, 420)
+        controllers.wait_applied("streamq-operator", revision, 420)
         queries_ready = controllers.wait_applied("streamq-queries", revision, 600)
-        synced = time.monotonic() - t0
-        became_ready = ready_condition(operator_ready)["lastTransitionTime"]
-        for name in queries:  # dependsOn: nothing of the queries' before the operator was Ready
-            created = sq.get(name)["metadata"]["creationTimestamp"]
-            assert created >= became_ready, f"{name} created {created}, before the operator was Ready ({became_ready})"
-            assert sq.status(name)["phase"] == "Running", sq.describe(name)  # what kstatus waited for
+        synced = elapsed(t0)
         assert queries_ready["status"]["lastAppliedRevision"] == f"main@sha1:{revision}"
-        wait_output(kafka, sink, _flagged_by(first, FLAG_ABOVE), 240, lambda: sq.describe(fraud))
-        out = time.monotonic() - t0
-        figure(TEST, f"sync from Git to both Kustomizations Ready {synced:.0f}s, flagged payments out {out:.0f}s")
+        fleet.assert_created_after_the_operator(cluster)
+        for name in fleet.queries:
+            assert fleet.sq.status(name)["phase"] == "Running", fleet.sq.describe(name)  # what kstatus waited for
+        fleet.produce_and_wait(150)
+        figure(TEST, f"sync from Git to both Kustomizations Ready {synced:.0f}s, flagged payments out {elapsed(t0):.0f}s")
 
         # 2. no drift, while the operator writes the queries' status and finalizers beside Flux
-        _assert_no_drift(controllers, sq, list(queries))
+        _assert_no_drift(controllers, fleet)
 
         # 3. a threshold change: Flux applies it, the operator upgrades warm, Flux waits for it
-        was = sq.status(fraud)
-        queries[fraud]["spec"]["transforms"] = _transforms(f"amount > {NEW_THRESHOLD}")
+        was = fleet.sq.status(FRAUD)
+        fleet.set_filter(f"amount > {NEW_THRESHOLD}")
         t1 = time.monotonic()
-        changed = repo.commit(_queries_files(queries), f"fraud: flag above {NEW_THRESHOLD}")
+        changed = repo.commit(fleet.files(), f"fraud: flag above {NEW_THRESHOLD}")
         seen = _watch_until_ready(controllers, "streamq-queries", changed,
-                                  lambda: sq.status(fraud).get("phase"), 600)  # fmt: skip
-        healthy = time.monotonic() - t1
+                                  lambda: fleet.sq.status(FRAUD).get("phase"), 600)  # fmt: skip
         phases = [phase for *_, phase in seen]
         assert "Upgrading" in phases, f"the change was not a warm upgrade: {seen}"
-        assert any(
-            status == "Unknown" and reason == "Progressing" for _, status, reason, phase in seen if phase == "Upgrading"
-        ), seen
-        now = sq.status(fraud)  # Flux's Ready came after the new driver's, not before
+        assert any(status == "Unknown" and reason == "Progressing" and phase == "Upgrading"
+                   for _, status, reason, phase in seen), seen  # fmt: skip
+        now = fleet.sq.status(FRAUD)  # Flux's Ready came after the new driver's, not before
         assert now["phase"] == "Running" and now["attempt"] > was["attempt"] and now["driver"] != was["driver"], (was, now)
         upgraded = next(t for t, *_, phase in seen[phases.index("Upgrading") :] if phase == "Running") - t1
-        second = payments(150, start=len(first))
-        kafka.produce(source, second)
-        wait_output(kafka, sink, _flagged_by(first, FLAG_ABOVE) + _flagged_by(second, NEW_THRESHOLD), 240,
-                    lambda: sq.describe(fraud))  # fmt: skip
-        figure(TEST, f"threshold change pushed: Ready again {healthy:.0f}s later (new driver Running "
-                     f"{upgraded:.0f}s), through {' > '.join(f'{s}/{r}/{p}' for _, s, r, p in seen)}")  # fmt: skip
-        _assert_no_drift(controllers, sq, list(queries))
+        fleet.above = NEW_THRESHOLD
+        fleet.produce_and_wait(150)
+        figure(TEST, f"threshold change pushed: new driver Running {upgraded:.0f}s later, Ready {seen[-1][0] - t1:.0f}s, "
+                     f"through {' > '.join(f'{s}/{r}/{p}' for _, s, r, p in seen)}")  # fmt: skip
+        _assert_no_drift(controllers, fleet)
 
         # 4. an invalid change: Flux fails with the query's stall; the running driver goes on
-        running = sq.status(fraud)["driver"]
-        queries[fraud]["spec"]["transforms"] = _transforms("amount >")
-        bad = repo.commit(_queries_files(queries), "fraud: a broken filter")
+        driver = fleet.sq.status(FRAUD)["driver"]
+        fleet.set_filter(BROKEN_FILTER)
+        bad = repo.commit(fleet.files(), "fraud: a broken filter")
 
         def failed() -> dict[str, Any] | None:
             k = controllers.kustomization("streamq-queries")
@@ -201,45 +169,31 @@ def test_flux_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, flux, tm
 
         refused = wait_for(failed, 300, lambda: f"Flux fails {bad}: {controllers.state('streamq-queries')}")
         message = ready_condition(refused)["message"]
-        assert fraud in message, message
-        stalled = next(c for c in sq.status(fraud)["conditions"] if c["type"] == "Stalled")
-        assert stalled["status"] == "True" and "is not readable as one Spark SQL expression" in stalled["message"], stalled
-        assert sq.status(fraud)["driver"] == running, "the running driver goes on under a refused change"
-        figure(
-            TEST,
-            f"invalid change: Flux says {ready_condition(refused)['reason']}: {message[:200]}; the query: {stalled['message'][:160]}",
-        )
-        queries[fraud]["spec"]["transforms"] = _transforms(f"amount > {NEW_THRESHOLD}")
-        fixed = repo.commit(_queries_files(queries), "fraud: the filter fixed")
+        assert f"StreamingQuery/{E2E_NAMESPACE}/{FRAUD}" in message, message
+        stalled = next(c for c in fleet.sq.status(FRAUD)["conditions"] if c["type"] == "Stalled")
+        assert stalled["status"] == "True" and BROKEN_MESSAGE in stalled["message"], stalled
+        assert fleet.sq.status(FRAUD)["driver"] == driver, "the running driver goes on under a refused change"
+        figure(TEST, f"invalid change: Flux says {ready_condition(refused)['reason']}: {message[:200]}; "
+                     f"the query: {stalled['message'][:160]}")  # fmt: skip
+        fleet.set_filter(f"amount > {NEW_THRESHOLD}")
+        fixed = repo.commit(fleet.files(), "fraud: the filter fixed")
         controllers.wait_applied("streamq-queries", fixed, 300)
 
         # 5. the query removed from Git: pruned through the operator's finalizer
-        del queries[fraud]
-        removed = repo.commit({"queries/fraud.yaml": None, **_queries_files(queries)}, "fraud removed")
+        del fleet.queries[FRAUD]
+        removed = repo.commit({f"queries/{FRAUD}.yaml": None, **fleet.files()}, "fraud removed")
         controllers.wait_applied("streamq-queries", removed, 300)
-        _wait_gone(sq, fraud)
-        assert sq.status(audit)["phase"] == "Running"
+        fleet.wait_gone(FRAUD)
+        assert fleet.sq.status(AUDIT)["phase"] == "Running"
         # then the whole app, as docs/gitops.md says: the queries' Kustomization first (the operator
         # releases them), then the operator's
         t2 = time.monotonic()
         cluster.kubectl("delete", "kustomization", "-n", NAMESPACE, "streamq-queries", "--wait=true", "--timeout=300s")
-        _wait_gone(sq, audit)
+        fleet.wait_gone(AUDIT)
         cluster.kubectl("delete", "kustomization", "-n", NAMESPACE, "streamq-operator", "--wait=true", "--timeout=300s")
         wait_for(lambda: cluster.kubectl("get", "namespace", OPERATOR_NAMESPACE, check=False).returncode != 0, 300,
                  f"namespace {OPERATOR_NAMESPACE} deleted")  # fmt: skip
         assert cluster.kubectl("get", "crd", CRD, check=False).returncode == 0, "the CRD is kept, as Helm keeps it"
-        figure(TEST, f"whole app removed (queries, then operator) in {time.monotonic() - t2:.0f}s; CRD kept")
+        figure(TEST, f"whole app removed (queries, then operator) in {elapsed(t2):.0f}s; CRD kept")
     finally:
-        sq.report()
-
-
-def _wait_gone(sq: Queries, name: str) -> None:
-    """The query deleted through the operator's finalizer: the query, its pods and its Lease are gone."""
-
-    def gone() -> bool:
-        left = sq.kubectl("get", "sq", name, check=False).returncode == 0
-        pods = sq.kubectl("get", "pods", "-l", f"streamq.io/query={name}", "-o", "name").stdout.strip()
-        lease = sq.kubectl("get", "lease", f"{name}-driver", check=False).returncode == 0
-        return not (left or pods or lease)
-
-    wait_for(gone, 300, lambda: f"{name}, its pods and its Lease deleted:\n{sq.describe(name)}", ignore=(Exception,))
+        fleet.sq.report()
