@@ -116,13 +116,19 @@ class ArgoCD:
                               "--appendonly", "no"], env)  # fmt: skip
         self._start("repo-server", [str(built / "bin" / "argocd-repo-server"), "--port", str(repo_server),
                                     "--redis", f"127.0.0.1:{redis}", "--disable-tls",
+                                    # what a branch points at is cached for 3 min by default (a webhook would
+                                    # refresh it): as short as the resync here, so a push is seen at the next one
+                                    "--revision-cache-expiration", f"{self.reconciliation_s}s",
                                     "--metrics-port", str(free_port())], env)  # fmt: skip
         self._start("application-controller", [str(built / "bin" / "argocd-application-controller"),
                                                "--kubeconfig", str(self.kubeconfig), "--namespace", NAMESPACE,
                                                "--repo-server", f"127.0.0.1:{repo_server}", "--repo-server-plaintext",
                                                "--redis", f"127.0.0.1:{redis}", "--metrics-port", str(free_port()),
                                                # out of a pod argocd-cm's timeout.reconciliation is not read
-                                               "--app-resync", str(self.reconciliation_s), "--app-resync-jitter", "0"],
+                                               "--app-resync", str(self.reconciliation_s), "--app-resync-jitter", "0",
+                                               # each resource's health (and its message) in the Application's
+                                               # status, as before 3.0: what the UI shows, readable by kubectl
+                                               "--persist-resource-health"],
                     env)  # fmt: skip
         return self
 

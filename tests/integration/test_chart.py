@@ -659,13 +659,18 @@ def test_uninstall_hook_stops_the_operator_and_releases_the_served_queries(helm,
     # objects first, then the Job
     weights = {d["kind"]: int(d["metadata"]["annotations"]["helm.sh/hook-weight"]) for d in hooks}
     assert weights.pop("Job") > max(weights.values())
-    role = one(hooks, "Role")
+    role = one(hooks, "Role", "-uninstall")
     assert rule_set(role["rules"]) == {("apps", "deployments", "get"), ("apps", "deployments", "patch"), ("", "pods", "list")}
     assert role["rules"][0]["resourceNames"] == ["streamq-operator"]
-    assert rule_set(one(hooks, "ClusterRole")["rules"]) == {
-        ("streamq.io", "streamingqueries", v) for v in ("get", "list", "patch")}  # fmt: skip
-    served = sorted(b["metadata"]["namespace"] for b in by_kind(hooks, "RoleBinding") if b["roleRef"]["kind"] == "ClusterRole")
-    assert served == ["team-a", "team-b"] and not by_kind(hooks, "ClusterRoleBinding")
+    # the queries' rules: a Role in each served namespace, nothing cluster-scoped (Argo CD's PreDelete hooks)
+    assert not by_kind(hooks, "ClusterRole") and not by_kind(hooks, "ClusterRoleBinding")
+    queries = {r["metadata"]["namespace"]: r for r in by_kind(hooks, "Role") if r["metadata"]["name"].endswith("-queries")}
+    assert sorted(queries) == ["team-a", "team-b"]
+    assert all(rule_set(r["rules"]) == {("streamq.io", "streamingqueries", v) for v in ("get", "list", "patch")}
+               for r in queries.values())  # fmt: skip
+    served = {b["metadata"]["namespace"]: b["roleRef"]["name"] for b in by_kind(hooks, "RoleBinding")
+              if b["metadata"]["name"].endswith("-queries")}  # fmt: skip
+    assert served == {"team-a": "streamq-operator-uninstall-queries", "team-b": "streamq-operator-uninstall-queries"}
     assert FINALIZER == "streamq.io/finalizer"
     # the operator's own rules hold nothing of this
     for role in by_kind(render(helm, tmp_path), "ClusterRole"):
@@ -675,7 +680,11 @@ def test_uninstall_hook_stops_the_operator_and_releases_the_served_queries(helm,
 def test_uninstall_hook_is_cluster_wide_with_the_operator_and_can_be_turned_off(helm, tmp_path):
     hooks = render(helm, tmp_path, {"operator": {"watchNamespaces": ["*"]}}, hooks=True)
     assert "--namespace" not in " ".join(one(hooks, "Job")["spec"]["template"]["spec"]["containers"][0]["args"])
-    assert one(hooks, "ClusterRoleBinding")["roleRef"]["name"] == "streamq-operator-uninstall"
+    assert one(hooks, "ClusterRoleBinding")["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                           "name": "streamq-operator-uninstall-queries"}  # fmt: skip
+    assert rule_set(one(hooks, "ClusterRole")["rules"]) == {
+        ("streamq.io", "streamingqueries", v) for v in ("get", "list", "patch")
+    }
     assert not render(helm, tmp_path, {"uninstallHook": {"enabled": False}}, hooks=True)
 
 
@@ -685,8 +694,9 @@ def test_uninstall_hook_objects_have_distinct_names_when_the_release_namespace_i
     hooks = render(helm, tmp_path, hooks=True)
     keys = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in hooks]
     assert len(keys) == len(set(keys)), sorted(keys)
-    bindings = {b["roleRef"]["kind"]: b for b in by_kind(hooks, "RoleBinding")}
-    assert bindings["Role"]["metadata"]["namespace"] == bindings["ClusterRole"]["metadata"]["namespace"] == "streamq-system"
+    bindings = {b["roleRef"]["name"]: b for b in by_kind(hooks, "RoleBinding")}
+    assert set(bindings) == {"streamq-operator-uninstall", "streamq-operator-uninstall-queries"}
+    assert {b["metadata"]["namespace"] for b in bindings.values()} == {"streamq-system"}
 
 
 def test_shards_are_one_deployment_each_over_disjoint_namespaces_with_their_own_peering(helm, tmp_path):
