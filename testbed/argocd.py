@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from testbed.host_controllers import HostControllers, ToolMissing
 from testbed.kube import free_port, kube_bin
 from testbed.wait import wait_for
 
@@ -35,7 +36,7 @@ NAMESPACE = "argocd"
 ARGOCD_CM = REPO_ROOT / "manifests" / "gitops" / "argocd" / "argocd-cm.yaml"
 
 
-class ArgoCDMissing(RuntimeError):
+class ArgoCDMissing(ToolMissing):
     pass
 
 
@@ -65,25 +66,11 @@ def _credentials(kubeconfig: Path) -> tuple[str, dict[str, str]]:
     return str(cluster["server"]), tls
 
 
-class ArgoCD:
+class ArgoCD(HostControllers):
     def __init__(self, kubeconfig: Path, work: Path, reconciliation_s: int = 5) -> None:
-        self.kubeconfig = kubeconfig
-        self.work = work
+        super().__init__(kubeconfig, work)
         self.reconciliation_s = reconciliation_s
         self.server, self._tls = _credentials(kubeconfig)
-        self.procs: list[tuple[subprocess.Popen, Any]] = []
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(kube_bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args], input=input,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        if check and done.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}")
-        return done
-
-    def _start(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        log = open(self.work / f"{name}.log", "wb")
-        self.procs.append((subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True), log))  # fmt: skip
 
     def __enter__(self) -> ArgoCD:
         built = argocd_dir()
@@ -112,15 +99,15 @@ class ArgoCD:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "ARGOCD_NAMESPACE": NAMESPACE,
                "ARGOCD_GPG_ENABLED": "false", "ARGOCD_GNUPGHOME": str(self.work / "gnupg"),
                "PATH": f"{kube_bin('helm').parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # fmt: skip
-        self._start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(redis), "--save", "",
+        self.start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", str(redis), "--save", "",
                               "--appendonly", "no"], env)  # fmt: skip
-        self._start("repo-server", [str(built / "bin" / "argocd-repo-server"), "--port", str(repo_server),
+        self.start("repo-server", [str(built / "bin" / "argocd-repo-server"), "--port", str(repo_server),
                                     "--redis", f"127.0.0.1:{redis}", "--disable-tls",
                                     # what a branch points at is cached for 3 min by default (a webhook would
                                     # refresh it): as short as the resync here, so a push is seen at the next one
                                     "--revision-cache-expiration", f"{self.reconciliation_s}s",
                                     "--metrics-port", str(free_port())], env)  # fmt: skip
-        self._start("application-controller", [str(built / "bin" / "argocd-application-controller"),
+        self.start("application-controller", [str(built / "bin" / "argocd-application-controller"),
                                                "--kubeconfig", str(self.kubeconfig), "--namespace", NAMESPACE,
                                                "--repo-server", f"127.0.0.1:{repo_server}", "--repo-server-plaintext",
                                                "--redis", f"127.0.0.1:{redis}", "--metrics-port", str(free_port()),
@@ -132,18 +119,6 @@ class ArgoCD:
                     env)  # fmt: skip
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        for proc, log in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
-
-    def apply(self, objects: list[dict[str, Any]]) -> None:
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-
     def application(self, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl("get", "application", "-n", NAMESPACE, name, "-o", "json").stdout)
 
@@ -154,10 +129,7 @@ class ArgoCD:
         short = (
             {k: status.get(k) for k in ("sync", "health", "conditions", "operationState")} if isinstance(status, dict) else status
         )
-        exited = [f"{p.args[0]} exited {p.returncode}" for p, _ in self.procs if p.poll() is not None]
-        logs = "\n".join((self.work / f"{n}.log").read_text(errors="replace")[-1500:]
-                         for n in ("repo-server", "application-controller"))  # fmt: skip
-        return f"{json.dumps(short)[:3000]}\n{exited}\n{logs}"
+        return f"{json.dumps(short)[:3000]}\n{self.processes('repo-server', 'application-controller')}"
 
     def wait_synced(self, name: str, revision: str, timeout: float, health: str = "Healthy") -> dict[str, Any]:
         """Until the Application is Synced to ``revision`` (a commit) and its health is ``health``, as

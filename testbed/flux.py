@@ -18,7 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from testbed.kube import free_port, kube_bin
+from testbed.host_controllers import HostControllers, ToolMissing
+from testbed.kube import free_port
 from testbed.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ NAMESPACE = "flux-system"
 CRDS = ("gitrepositories.source.toolkit.fluxcd.io", "kustomizations.kustomize.toolkit.fluxcd.io")
 
 
-class FluxMissing(RuntimeError):
+class FluxMissing(ToolMissing):
     pass
 
 
@@ -54,19 +55,7 @@ def applied_at(obj: dict[str, Any]) -> str | None:
     return None
 
 
-class FluxControllers:
-    def __init__(self, kubeconfig: Path, work: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.work = work
-        self.procs: list[tuple[subprocess.Popen, Any]] = []
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(kube_bin("kubectl")), f"--kubeconfig={self.kubeconfig}", *args], input=input,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
-        if check and done.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr}")
-        return done
-
+class FluxControllers(HostControllers):
     def __enter__(self) -> FluxControllers:
         built = flux_dir()
         (self.work / "artifacts").mkdir(parents=True, exist_ok=True)
@@ -84,22 +73,8 @@ class FluxControllers:
         }  # fmt: skip
         for name, args in argv.items():
             ports = [f"--metrics-addr=127.0.0.1:{free_port()}", f"--health-addr=127.0.0.1:{free_port()}"]
-            log = open(self.work / f"{name}.log", "wb")
-            self.procs.append((subprocess.Popen([str(built / "bin" / name), *args, *ports], env=env, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True), log))  # fmt: skip
+            self.start(name, [str(built / "bin" / name), *args, *ports], env)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc, log in self.procs:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
-
-    def apply_objects(self, objects: list[dict[str, Any]]) -> None:
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
 
     def kustomization(self, name: str) -> dict[str, Any]:
         return json.loads(self.kubectl("get", "kustomization", "-n", NAMESPACE, name, "-o", "json").stdout)
@@ -116,10 +91,8 @@ class FluxControllers:
 
     def state(self, kustomization: str) -> str:
         """For a failure's message: the Kustomization's status, exited controllers and their logs' tails."""
-        exited = [f"{p.args[0]} exited {p.returncode}" for p, _ in self.procs if p.poll() is not None]
-        logs = "\n".join((self.work / f"{n}.log").read_text()[-1500:] for n in ("source-controller", "kustomize-controller"))
         status = self.kubectl("get", "kustomization", "-n", NAMESPACE, kustomization, "-o", "jsonpath={.status}", check=False)
-        return f"{status.stdout or status.stderr}\n{exited}\n{logs}"
+        return f"{status.stdout or status.stderr}\n{self.processes('source-controller', 'kustomize-controller')}"
 
     def wait_applied(self, kustomization: str, revision: str, timeout: float) -> dict[str, Any]:
         """Until the Kustomization is Ready with ``revision`` (a commit) applied, as Flux reports it."""

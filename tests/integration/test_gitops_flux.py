@@ -62,7 +62,7 @@ def test_flux_syncs_queries_from_git_without_drift_and_prunes_through_the_finali
          "spec": {"interval": f"{INTERVAL_S}s", "path": "./queries", "prune": True,
                   "sourceRef": {"kind": "GitRepository", "name": name}}},
     ]  # fmt: skip
-    controllers.apply_objects(objects)
+    controllers.apply(objects)
 
     # 1. the sync, as Flux itself reports it
     kustomization = controllers.wait_applied(name, first, 120)

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from testbed.argocd import ArgoCD, ArgoCDMissing, argocd_dir
+from testbed.argocd import ArgoCD, argocd_dir
 from testbed.cluster.workload import FIGURES, Kafka
-from testbed.flux import FluxControllers, FluxMissing, flux_dir
+from testbed.flux import FluxControllers, flux_dir
 from testbed.gitserver import GitServer
+from testbed.host_controllers import HostControllers, ToolMissing
 from tests.e2e.conftest import fresh_cluster
 
 RESULTS_DIR = Path(__file__).resolve().parents[3] / "bench" / "results"
@@ -38,17 +39,6 @@ def kafka(cluster) -> Iterator[Kafka]:
     yield Kafka(cluster.kafka_bootstrap)
 
 
-@pytest.fixture
-def flux(cluster, tmp_path_factory) -> Iterator[tuple[FluxControllers, GitServer]]:
-    try:
-        flux_dir()
-    except FluxMissing as exc:
-        pytest.fail(str(exc))
-    work = tmp_path_factory.mktemp("flux")
-    with FluxControllers(cluster.kubeconfig, work) as controllers, GitServer(work / "git") as git:
-        yield controllers, git
-
-
 @pytest.fixture(scope="package", autouse=True)
 def figures_file() -> Iterator[None]:
     """This package's figures as JSON in bench/results/gitops-<UTC time>.json (docs/gitops.md cites it)."""
@@ -60,12 +50,21 @@ def figures_file() -> Iterator[None]:
     print(f"\ngitops figures: {out}")
 
 
+def _tool(cluster, tmp_path_factory, controllers: type[HostControllers], built: Callable[[], object]) -> Iterator:
+    try:
+        built()
+    except ToolMissing as exc:
+        pytest.fail(str(exc))
+    work = tmp_path_factory.mktemp(controllers.__name__.lower())
+    with controllers(cluster.kubeconfig, work) as running, GitServer(work / "git") as git:
+        yield running, git
+
+
+@pytest.fixture
+def flux(cluster, tmp_path_factory) -> Iterator[tuple[FluxControllers, GitServer]]:
+    yield from _tool(cluster, tmp_path_factory, FluxControllers, flux_dir)
+
+
 @pytest.fixture
 def argocd(cluster, tmp_path_factory) -> Iterator[tuple[ArgoCD, GitServer]]:
-    try:
-        argocd_dir()
-    except ArgoCDMissing as exc:
-        pytest.fail(str(exc))
-    work = tmp_path_factory.mktemp("argocd")
-    with ArgoCD(cluster.kubeconfig, work) as controllers, GitServer(work / "git") as git:
-        yield controllers, git
+    yield from _tool(cluster, tmp_path_factory, ArgoCD, argocd_dir)

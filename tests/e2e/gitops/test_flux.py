@@ -121,7 +121,7 @@ def test_flux_syncs_upgrades_refuses_and_prunes_streamq(cluster, kafka, flux, tm
     }  # fmt: skip
     t0 = time.monotonic()
     revision = repo.commit({**operator_files, **fleet.files()}, "streamq and two queries")
-    controllers.apply_objects(_kustomizations(repo))
+    controllers.apply(_kustomizations(repo))
     try:
         # 1. the sync, in the documented order, as Flux reports it
         controllers.wait_applied("streamq-operator", revision, 420)
