@@ -11,8 +11,10 @@ same through streamq's own reader, ``source.kafka.reader: streamq``, jvm/reader)
 (5 s batches, the shortest Spark accepts by default:
 ``spark.sql.streaming.realTimeMode.minBatchDuration`` is 5000 ms), ``realTime30s`` and
 ``microBatch`` (interval 0), ``microBatchExactlyOnce`` (the same with ``sink.kafka.delivery:
-exactlyOnce``, read ``read_committed``: the cost of exactly-once against it),
-``microBatchExactlyOnceDriver`` (the same with ``transactions.writer: driver``), and ``flink`` (the same filter and projection in Flink
+exactlyOnce``, read ``read_committed``: the cost of exactly-once against it; the default writer, the
+driver), ``microBatchExactlyOnceTasks`` (the same written by 2 producers in Spark tasks,
+``transactions: {writer: tasks, producers: 2}``; ``microBatchExactlyOnceDriver``, the name of the
+driver writer when it was not the default, runs the default), and ``flink`` (the same filter and projection in Flink
 SQL, bench/flink_peer.py). Every path runs on the same broker with the same producer
 and consumer processes (bench/latency_clients.py: records stamped with their due
 time, so producer stalls count).
@@ -87,13 +89,15 @@ PATHS: dict[str, Any] = {
     "continuousStreamq": TRIGGERS["continuous"],  # source.kafka.reader: streamq (jvm/reader, issue #43)
     "realTime30s": {"realTime": {"batchDuration": "30s"}},
     "microBatchExactlyOnce": TRIGGERS["microBatch"],
-    "microBatchExactlyOnceDriver": TRIGGERS["microBatch"],  # transactions: writer driver, producers 1
+    "microBatchExactlyOnceTasks": TRIGGERS["microBatch"],  # transactions: writer tasks, producers 2
+    "microBatchExactlyOnceDriver": TRIGGERS["microBatch"],  # the default writer, by the name it had as an option
     "flink": "flink",
 }
 ALL_PATHS = list(PATHS)
 # sink.kafka.delivery exactlyOnce, read read_committed
-EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce", "microBatchExactlyOnceDriver"}
-DRIVER_WRITER_PATHS = {"microBatchExactlyOnceDriver"}
+EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce", "microBatchExactlyOnceTasks", "microBatchExactlyOnceDriver"}
+TASK_WRITER_PATHS = {"microBatchExactlyOnceTasks"}
+TASK_WRITER_PRODUCERS = 2  # the tasks' writer as it was the default until 2026-11-29
 STREAMQ_READER_PATHS = {"continuousStreamq"}  # source.kafka.reader streamq
 
 # The fraud filter of the tests, with the source record's broker append time copied into
@@ -196,10 +200,11 @@ class ModeRun:
             spec["sink"]["kafka"]["options"] = dict(self.args.sink_option)
         if self.exactly_once:
             spec["sink"]["kafka"]["delivery"] = "exactlyOnce"
-            if getattr(self.args, "producers", 0):
-                spec["sink"]["kafka"]["transactions"] = {"producers": self.args.producers}
-            if self.mode in DRIVER_WRITER_PATHS or getattr(self.args, "eos_writer", "tasks") == "driver":
-                spec["sink"]["kafka"]["transactions"] = {"writer": "driver", "producers": 1}
+            producers = getattr(self.args, "producers", 0)
+            if self.mode in TASK_WRITER_PATHS or getattr(self.args, "eos_writer", "driver") == "tasks":
+                spec["sink"]["kafka"]["transactions"] = {"writer": "tasks", "producers": producers or TASK_WRITER_PRODUCERS}
+            elif producers:  # more than one: the tasks write (the driver has one producer)
+                spec["sink"]["kafka"]["transactions"] = {"producers": producers}
         self.spec = spec
         path = write_resource(self.workdir / "query.yaml", f"bench-{self.mode.lower()}", spec)
         env = dict(getattr(self.args, "job_env", None) or {})

@@ -382,12 +382,12 @@ def main(
     ] = False,
     eos_writer: Annotated[
         Literal["tasks", "driver"],
-        typer.Option(help="with --exactly-once: sink.kafka.transactions.writer (driver: producers 1)"),
-    ] = "tasks",
+        typer.Option(help="with --exactly-once: sink.kafka.transactions.writer (driver, the default: 1 producer; tasks: 2)"),
+    ] = "driver",
     no_plots: cli.NoPlots = False,
     keep_workdir: Annotated[bool, typer.Option("--keep-workdir", help="keep the jobs' logs and checkpoints")] = False,
 ) -> None:
-    if eos_writer == "driver" and not exactly_once:
+    if eos_writer == "tasks" and not exactly_once:
         raise typer.BadParameter("--eos-writer applies to --exactly-once", param_hint="--eos-writer")
     if exactly_once and mode != "microBatch":
         raise typer.BadParameter(
@@ -410,7 +410,7 @@ def main(
     how = ("-standby-" + args.standby if args.standby != "none" else "-in-place" if args.in_place
            else "-upgrade-" + args.upgrade if args.upgrade != "none" else "")  # fmt: skip
     how += "-exactly-once" if args.exactly_once else ""
-    how += "-driver-writer" if args.exactly_once and args.eos_writer == "driver" else ""
+    how += "-tasks-writer" if args.exactly_once and args.eos_writer == "tasks" else ""
     path = write_results(f"recovery-{args.mode}{how}", results)
     log(f"wrote {path}")
     if not args.no_plots:

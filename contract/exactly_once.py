@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from contract import sql
@@ -146,6 +146,25 @@ def already_written(last: Marker | None, checkpoint: str, batch: int, writer: in
     partition? Batches run one after another and a writer's markers share one partition, so the
     last marker is this batch's when it was committed, or an earlier batch's when it was not."""
     return last is not None and last.checkpoint == checkpoint and last.writer == writer and last.batch >= batch
+
+
+class MixedWriterCounts(RuntimeError):
+    """A replayed batch whose committed markers name different writer counts: never guessed at."""
+
+
+def replay_writers(lasts: Iterable[Marker | None], checkpoint: str, batch: int, writers: int) -> int:
+    """How many writers write ``batch``, the first batch of a query start, given the last committed
+    marker of every control partition (read after every earlier producer was fenced).
+
+    A batch an earlier start began under another count (some of its writers committed, the rest
+    not; the count changed, or its default did, across the restart) is finished under that count:
+    a row's writer is its hash modulo the count, so under another count the committed rows would be
+    written again and the uncommitted ones skipped. Later batches use ``writers``."""
+    begun = {last.writers for last in lasts if last is not None and last.checkpoint == checkpoint and last.batch >= batch}
+    if len(begun) > 1:
+        raise MixedWriterCounts(f"batch {batch} has committed markers of {sorted(begun)} writers: "
+                                "it cannot be finished under either count without a duplicate or a loss")  # fmt: skip
+    return begun.pop() if begun else writers
 
 
 # --- refusals ---------------------------------------------------------------------------------

@@ -25,6 +25,9 @@ a test cannot pass as a test of the happy path.
                        the task here: PySpark's daemon ends a worker whose task failed
                        with os._exit; a kept producer that another fenced is shown by
                        tests/integration/test_exactly_once.py at the broker.)
+    half-write         writer 1 of the first such batch waits until writer 0 committed its
+                       part, then fails its task the same way: the batch is half written,
+                       for a test that restarts the query under another writer count.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class Failpoint(StrEnum):
     FAIL_ON_SIGUSR2 = "fail-on-sigusr2"
     KILL_BEFORE_COMMIT = "kill-before-commit"
     ABANDON_BEFORE_COMMIT = "abandon-before-commit"
+    HALF_WRITE = "half-write"
 
 
 class UnknownFailpoint(ValueError):

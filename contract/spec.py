@@ -323,23 +323,23 @@ class KafkaTransactions(Model):
     """How an exactlyOnce sink writes (docs/architecture.md, "Exactly-once Kafka output")."""
 
     producers: int = Field(
-        default=2,
+        default=1,
         ge=1,
         le=256,
         description="Transactional producers per batch: the batch's rows are hashed over this many writers. "
-        "1 writes each batch in one task without a shuffle (the lowest latency, one producer's throughput). "
-        "Change it only after the query stopped cleanly (a batch half written under one count is not "
-        "recognised under another).",
+        "1 (the default): one producer, the driver's unless writer says tasks; the lowest latency, one producer's "
+        "throughput. More: each writes its share in a Spark task. A batch left half written when the count "
+        "changes across a restart is finished under the count it was begun with.",
     )
-    # None, not tasks, when unset: the spec hash of a driver started before this field stays the same.
+    # None when unset: the spec hash of a driver started before this field stays the same.
     writer: TransactionWriter | None = Field(
         default=None,
-        description="tasks (unset): each producer writes its share of a batch in a Spark task, in a Python worker. "
-        "driver: the driver collects each batch's rows and writes them with one producer it keeps while it runs "
-        "(needs producers 1): no Python worker and no second job per batch, the lowest latency; each batch's "
-        "output must fit in the driver's memory (bound a catch-up with the source's maxOffsetsPerTrigger). "
-        "tasks and driver with producers 1 share their transactional id and marker: a query can move between "
-        "them across a restart.",
+        description="Who writes: driver (the default with producers 1) collects each batch's rows and writes them "
+        "with one producer it keeps while it runs: no Python worker and no second job per batch, the lowest latency; "
+        "each batch's output must fit in the driver's memory (bound a catch-up with the source's "
+        "maxOffsetsPerTrigger). tasks (the default with producers above 1): each producer writes its share of a "
+        "batch in a Spark task, in a Python worker. tasks and driver with producers 1 share their transactional id "
+        "and marker: a query can move between them across a restart.",
     )
     timeout: Duration = Field(
         default="60s",
@@ -385,7 +385,10 @@ class KafkaSink(Model):
 
     @property
     def writes_from_driver(self) -> bool:
-        return self.exactly_once and self.transaction_settings.writer is TransactionWriter.DRIVER
+        """The driver writes unless told tasks, or given more producers than its one."""
+        settings = self.transaction_settings
+        writer = settings.writer or (TransactionWriter.DRIVER if settings.producers == 1 else TransactionWriter.TASKS)
+        return self.exactly_once and writer is TransactionWriter.DRIVER
 
 
 class ConsoleSink(Model):

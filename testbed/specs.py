@@ -53,14 +53,15 @@ RATE_TO_CONSOLE: dict[str, Any] = {
     "restartPolicy": {"backoff": {"initial": "1s", "max": "2s"}, "maxRestarts": 3},
 }
 
-# The fraud filter in micro-batches with the exactlyOnce Kafka sink (read it read_committed).
+# The fraud filter in micro-batches with the exactlyOnce Kafka sink (read it read_committed), written
+# as by default: by the driver, one producer.
 EXACTLY_ONCE: dict[str, Any] = {"trigger": TRIGGERS["microBatch"], "sink.kafka.delivery": "exactlyOnce"}
-# The same, written by the driver (sink.kafka.transactions.writer: driver)
-EXACTLY_ONCE_FROM_DRIVER: dict[str, Any] = {**EXACTLY_ONCE, "sink.kafka.transactions": {"writer": "driver", "producers": 1}}
+# The same, written by two producers in Spark tasks (sink.kafka.transactions.producers: 2)
+EXACTLY_ONCE_FROM_TASKS: dict[str, Any] = {**EXACTLY_ONCE, "sink.kafka.transactions": {"producers": 2}}
 DELIVERIES: dict[str, dict[str, Any]] = {
     "atLeastOnce": {},
     "exactlyOnce": EXACTLY_ONCE,
-    "exactlyOnceFromDriver": EXACTLY_ONCE_FROM_DRIVER,
+    "exactlyOnceFromTasks": EXACTLY_ONCE_FROM_TASKS,
 }
 
 

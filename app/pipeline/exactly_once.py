@@ -53,6 +53,7 @@ from contract.exactly_once import (
     control_topic,
     query_prefix,
     reader_group,
+    replay_writers,
 )
 from contract.failpoints import Failpoint
 from contract.spec import Delivery, QuerySpec, duration_ms
@@ -117,32 +118,43 @@ class ExactlyOnceSink:
         self.from_driver = kafka.writes_from_driver
         self.timeout_ms = duration_ms(settings.timeout)
         self._checkpoint_id: str | None = None
-        self._control_ready = False
+        self._partitions: int | None = None  # of the control topic, once made sure of
+        self._started = False  # the first batch ran (it alone can be one an earlier start began)
         self.spans = os.environ.get(SPANS_ENV) or None
 
     def __call__(self, df, batch_id: int) -> None:
         started = time.monotonic()
-        if not self._control_ready:
-            ensure_control_topic(self.config, self.control, self.writers)
-            self._control_ready = True
+        if self._partitions is None:
+            self._partitions = ensure_control_topic(self.config, self.control, self.writers)
         checkpoint = self._checkpoint()
         columns = [c for c in HASHED_COLUMNS if c in df.columns]
         if "value" not in columns:
             raise ValueError(f"the Kafka sink needs a column named value (the query gives {', '.join(df.columns)})")
         readers = {**self.config, "group.id": self.group}
-        task = WriteTask({**self.config, **self.producer_settings}, readers, self.topic, self.control, self.prefix,
-                         self.writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed(), self.spans)  # fmt: skip
+
+        def task(writers: int) -> WriteTask:
+            return WriteTask({**self.config, **self.producer_settings}, readers, self.topic, self.control, self.prefix,
+                             writers, self.timeout_ms, checkpoint, batch_id, failpoints.armed(), self.spans)  # fmt: skip
+
+        writers = self.writers
+        if not self._started:  # the first batch of this start: it may be one an earlier start began
+            writers = replay_writers(task(writers).fence_all(self._partitions, keep=0 if self.from_driver else None),
+                                     checkpoint, batch_id, self.writers)  # fmt: skip
+            self._started = True
+            if writers != self.writers:
+                log.warning("batch %d was begun under %d writers and not finished: finishing it under %d, "
+                            "then %d writers from batch %d on", batch_id, writers, writers, self.writers, batch_id + 1)  # fmt: skip
         rows = df.select(*columns)
-        if self.from_driver:
+        if self.from_driver and writers == 1:
             # The batch's tasks read and transform their source ranges side by side and hand the rows to the
             # driver, whose one producer (kept while it runs, fenced by the next incarnation) writes them:
             # one job, no Python worker. Writer 0 of 1: the transactional id and marker of producers 1.
-            task.write(iter(rows.collect()), writer=0)
+            task(writers).write(iter(rows.collect()), writer=0)
         else:
             # One writer takes every row, whatever their order: no shuffle is needed to make that so, and a
             # coalesce runs the source, the transforms and the writer in one task (one stage, not two).
-            rows = rows.coalesce(1) if self.writers == 1 else rows.repartition(self.writers, *columns)
-            rows.foreachPartition(task)
+            rows = rows.coalesce(1) if writers == 1 else rows.repartition(writers, *columns)
+            rows.foreachPartition(task(writers))
         if self.spans:
             _record(self.spans, {"side": "driver", "batch": batch_id, "foreachBatch": time.monotonic() - started})
 
@@ -157,9 +169,10 @@ class ExactlyOnceSink:
         return self._checkpoint_id
 
 
-def ensure_control_topic(config: dict[str, str], topic: str, partitions: int) -> None:
+def ensure_control_topic(config: dict[str, str], topic: str, partitions: int) -> int:
     """The control topic, compacted (the last marker per writer is all that is read, and must outlive
-    any retention), with a partition per writer."""
+    any retention), with a partition per writer; returns its partitions (more when an earlier start
+    had more writers: a topic's partitions are never taken away)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -180,7 +193,7 @@ def ensure_control_topic(config: dict[str, str], topic: str, partitions: int) ->
         found = admin.list_topics(topic, timeout=30).topics.get(topic)
         ready = found is not None and found.error is None and len(found.partitions) >= partitions
         if ready and all(p.leader >= 0 for p in found.partitions.values()):
-            return
+            return len(found.partitions)
         if time.monotonic() > deadline:
             raise TimeoutError(f"the control topic {topic} has no leader for each of its {partitions} partitions")
         time.sleep(0.2)
@@ -281,48 +294,79 @@ class WriteTask:
     def _id(self, writer: int) -> str:
         return f"{self.prefix}{writer}"
 
+    def _config(self, writer: int) -> dict[str, str]:
+        return {**self.producer_config, "transactional.id": self._id(writer), "transaction.timeout.ms": str(self.timeout_ms)}
+
+    def _fence(self, writer: int, timer: _Timer | None = None) -> _Kept:
+        """A new producer for ``writer``'s id, kept in this process: its ``init_transactions`` fences every
+        earlier producer with the id and aborts what it left open; then the marker it finds is final."""
+        _KEPT.pop(self._id(writer), None)
+        from confluent_kafka import Producer
+
+        producer = Producer(self._config(writer))
+        producer.init_transactions(SEND_TIMEOUT_S)  # fence first, then look
+        if timer is not None:
+            timer.step("init")
+        kept = _Kept(self._config(writer), producer, last_marker(self.config, self.control, writer))
+        if timer is not None:
+            timer.step("marker")
+        _KEPT[self._id(writer)] = kept
+        return kept
+
+    def fence_all(self, partitions: int, keep: int | None) -> list[Marker | None]:
+        """The last committed marker of each of the control topic's ``partitions``, each read after a new
+        producer for its writer's id fenced every earlier one (a zombie of an earlier start cannot commit
+        after the look). Only writer ``keep``'s producer is kept for the batch (the driver's own)."""
+        lasts = []
+        for writer in range(partitions):
+            lasts.append(self._fence(writer).last)
+            if writer != keep:
+                _KEPT.pop(self._id(writer), None)
+        return lasts
+
     def _fail_on_purpose(self, producer, writer: int, where: str) -> None:
         """The failpoints between the rows and the commit (tests only: contract.failpoints)."""
-        if self.failpoint not in (Failpoint.KILL_BEFORE_COMMIT, Failpoint.ABANDON_BEFORE_COMMIT):
+        point = self.failpoint
+        if (
+            point is None
+            or _FAILING_WRITER.get(point) != writer
+            or not _first_time(self.prefix, self.checkpoint, self.batch, writer)
+        ):
             return
-        if not _first_time(self.prefix, self.checkpoint, self.batch, writer):
-            return
+        if point is Failpoint.HALF_WRITE:
+            self._wait_until_written(0)
         producer.flush(SEND_TIMEOUT_S)  # the rows are on the broker, in a transaction left open
-        if self.failpoint is Failpoint.KILL_BEFORE_COMMIT:
+        if point is Failpoint.KILL_BEFORE_COMMIT:
             os.kill(os.getpid(), signal.SIGKILL)
         _KEPT.pop(self._id(writer), None)
-        raise _Abandoned(
-            f"failpoint abandon-before-commit: writer {writer} of batch {self.batch} left its transaction open in {where}"
-        )
+        raise _Abandoned(f"failpoint {point}: writer {writer} of batch {self.batch} left its transaction open in {where}")
+
+    def _wait_until_written(self, writer: int, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not already_written(last_marker(self.config, self.control, writer), self.checkpoint, self.batch, writer):
+            if time.monotonic() > deadline:
+                return  # the test finds the batch not half written, and says so
+            time.sleep(0.2)
 
     def _kept(self, writer: int, marker: Marker, timer: _Timer) -> tuple[_Kept | None, str]:
         """The writer's producer with a transaction begun and this batch's marker sent in it, and
         whether it was kept from an earlier batch ("kept"), taken over from a fenced one ("fenced") or
         made ("new"). None (the batch is already committed) when the last marker says so."""
-        config = {**self.producer_config, "transactional.id": self._id(writer), "transaction.timeout.ms": str(self.timeout_ms)}
         kept = _KEPT.get(self._id(writer))
         how = "new"
-        if kept is not None and kept.config == config:
+        if kept is not None and kept.config == self._config(writer):
             if already_written(kept.last, self.checkpoint, self.batch, writer):
                 return None, "kept"
             if _begin_with_marker(kept.producer, self.control, marker):
                 timer.step("begin")
                 return kept, "kept"
             how = "fenced"  # another producer took the id since: start over as a new producer would
-        _KEPT.pop(self._id(writer), None)
         timer.step("begin")
-        from confluent_kafka import Producer
-
-        producer = Producer(config)
-        producer.init_transactions(SEND_TIMEOUT_S)  # fence first, then look
-        timer.step("init")
-        kept = _Kept(config, producer, last_marker(self.config, self.control, writer))
-        timer.step("marker")
-        _KEPT[self._id(writer)] = kept
+        kept = self._fence(writer, timer)
         if already_written(kept.last, self.checkpoint, self.batch, writer):
             return None, how
-        producer.begin_transaction()
-        _send_raw(producer, self.control, str(writer).encode(), marker.encode(), writer)
+        kept.producer.begin_transaction()
+        _send_raw(kept.producer, self.control, str(writer).encode(), marker.encode(), writer)
         timer.step("begin")
         return kept, how
 
@@ -421,9 +465,13 @@ def last_marker(config: dict[str, str], control: str, writer: int) -> Marker | N
         consumer.close()
 
 
+# Which writer each failpoint fails (contract.failpoints).
+_FAILING_WRITER = {Failpoint.KILL_BEFORE_COMMIT: 0, Failpoint.ABANDON_BEFORE_COMMIT: 0, Failpoint.HALF_WRITE: 1}
+
+
 def _first_time(prefix: str, checkpoint: str, batch: int, writer: int) -> bool:
     """The test failpoint kills each (batch, writer) once: the replay must get through."""
-    if batch % 3 != 1 or writer != 0:
+    if batch % 3 != 1:
         return False
     flag = Path(tempfile.gettempdir()) / f"{prefix}{checkpoint}-{batch}-{writer}.killed"
     if flag.exists():

@@ -7,7 +7,7 @@ The fraud filter runs in continuous mode (at least once), and in microBatch mode
 exactlyOnce Kafka sink: there a read_committed reader must also find no record twice, the
 standby's transactional writers having fenced the ones of the driver that died.
 
-The exactlyOnce query runs one executor pod: the executor pods are counted, the standby holds
+The exactlyOnce query written by tasks runs one executor pod: the executor pods are counted, the standby holds
 none while it waits (app.driver.executors), and the promoted standby starts its own."""
 
 from __future__ import annotations
@@ -88,8 +88,8 @@ def _spread_and_budgeted(sq, name: str, active: dict, standby: str) -> None:
     "how, delivery, executors",
     [  # CI time: the executor variant (~3 min) runs with `-m slow`
         ("container killed", "atLeastOnce", 0),
-        pytest.param("pod deleted", "exactlyOnce", 1, marks=pytest.mark.slow),
-        pytest.param("container killed", "exactlyOnceFromDriver", 0, marks=pytest.mark.slow),
+        pytest.param("pod deleted", "exactlyOnceFromTasks", 1, marks=pytest.mark.slow),
+        pytest.param("container killed", "exactlyOnce", 0, marks=pytest.mark.slow),
     ],
 )
 def test_the_standby_takes_over_without_a_new_pod(cluster, kafka, sq, how, delivery, executors):

@@ -92,8 +92,8 @@ def _threshold(above: int) -> list[dict]:
     "change, delivery",
     [  # CI time: the exactly-once rounds (~6 min) run with `-m slow`
         ("threshold", "atLeastOnce"),
+        pytest.param("driver memory", "exactlyOnceFromTasks", marks=pytest.mark.slow),
         pytest.param("driver memory", "exactlyOnce", marks=pytest.mark.slow),
-        pytest.param("driver memory", "exactlyOnceFromDriver", marks=pytest.mark.slow),
         # The memory change on the threshold's continuous query: the hand-over alone, without the
         # exactly-once trigger's own gap (its transactions commit once per batch). For #36's figures.
         pytest.param("driver memory", "atLeastOnce", marks=pytest.mark.slow),

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 KILLS = 5
 MICRO_BATCH = {"microBatch": {"interval": "1s"}}
+TASKS = {"sink.kafka.transactions": {"producers": 2}}  # two writers in Spark tasks (the default: the driver alone)
 
 
 def exactly_once_spec(broker, source, sink, location, **fields):
@@ -112,7 +113,7 @@ def _through_a_failpoint(kafka_broker, kafka_topic, tmp_path, query: str, failpo
 
 def test_a_writer_killed_between_produce_and_commit_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
     missing, duplicates, log, code = _through_a_failpoint(
-        kafka_broker, kafka_topic, tmp_path, "eos-failpoint", "kill-before-commit"
+        kafka_broker, kafka_topic, tmp_path, "eos-failpoint", "kill-before-commit", **TASKS
     )
     assert log.count("restarting it in place") >= 3, "the failpoint did not kill the writers it should have"
     # the job named its control topic after namespace and query, apart with dots
@@ -127,7 +128,7 @@ def test_a_writer_task_that_fails_with_its_transaction_open_loses_and_doubles_no
     on the broker in a transaction it neither commits nor aborts. The batch's next attempt (writer 0,
     kept or new) must fence the open transaction and write the batch once."""
     missing, duplicates, log, code = _through_a_failpoint(
-        kafka_broker, kafka_topic, tmp_path, "eos-abandon", "abandon-before-commit"
+        kafka_broker, kafka_topic, tmp_path, "eos-abandon", "abandon-before-commit", **TASKS
     )
     abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open", log))
     assert len(abandoned) >= 3, f"the failpoint did not fail the writers it should have: batches {sorted(abandoned)}"
@@ -136,19 +137,67 @@ def test_a_writer_task_that_fails_with_its_transaction_open_loses_and_doubles_no
 
 
 def test_the_driver_writer_failing_with_its_transaction_open_loses_and_doubles_nothing(kafka_broker, kafka_topic, tmp_path):
-    """``transactions.writer: driver``: the driver collects each batch and writes it with the producer it
-    keeps. The abandon-before-commit failpoint fails its batch with the rows and the marker on the broker
-    in an open transaction, the producer still alive in the driver; the query's in-place restart replays
-    the batch, whose new producer must fence the open transaction and write the batch once."""
+    """The default writer (the driver, one producer) collects each batch and writes it with the producer
+    it keeps. The abandon-before-commit failpoint fails its batch with the rows and the marker on the
+    broker in an open transaction, the producer still alive in the driver; the query's in-place restart
+    replays the batch, whose new producer must fence the open transaction and write the batch once."""
     missing, duplicates, log, code = _through_a_failpoint(
-        kafka_broker, kafka_topic, tmp_path, "eos-driver", "abandon-before-commit",
-        **{"sink.kafka.transactions": {"writer": "driver", "producers": 1}},
-    )  # fmt: skip
+        kafka_broker, kafka_topic, tmp_path, "eos-driver", "abandon-before-commit"
+    )
     abandoned = set(re.findall(r"writer 0 of batch (\d+) left its transaction open in the driver", log))
     assert len(abandoned) >= 3, f"the failpoint did not fail the driver's batches it should have: batches {sorted(abandoned)}"
     assert "left its transaction open in a task" not in log  # no task wrote: the driver did
     assert not missing and duplicates == 0, (len(missing), duplicates)
     assert code == ExitCode.OK
+
+
+def test_a_batch_half_written_under_two_writers_is_finished_under_two_after_a_restart_with_one(
+    kafka_broker, kafka_topic, tmp_path
+):
+    """Writer 0 of 2 committed batch 1, writer 1 left its transaction open, and the job exited (the
+    half-write failpoint, no in-place restart). The query starts again with the default writer, the
+    driver's one producer: a row's writer is its hash modulo the count, so under 1 writer batch 1 would
+    be written twice or lost in part. The new start fences both ids, finds the batch begun under 2,
+    finishes it under 2, and writes on with 1 (contract.exactly_once.replay_writers)."""
+    source, sink = kafka_topic(partitions=2), kafka_topic(partitions=2)
+    checkpoint, query = tmp_path / "ck", "eos-half"
+    spec_path = tmp_path / "q.yaml"
+    write_resource(spec_path, query, exactly_once_spec(kafka_broker, source, sink, checkpoint, **TASKS,
+                                                       **{"restartPolicy.inPlaceRestarts": 0}))  # fmt: skip
+    producer = SteadyProducer(kafka_broker, source, per_batch=100, period_s=0.1)
+    producer.start()
+    try:
+        first = JobProcess(spec_path, tmp_path, env={"STREAMQ_FAILPOINT": "half-write"})
+        try:
+            code = first.wait(300)
+        finally:
+            first.stop()
+        assert code != ExitCode.OK, first.log()[-4000:]
+        assert "failpoint half-write: writer 1 of batch 1 left its transaction open in a task" in first.log()
+        control, config = control_topic(namespace_of(None), query), {"bootstrap.servers": kafka_broker.bootstrap}
+        ours = read_checkpoint(checkpoint).query_id
+        assert _committed_batches(checkpoint) == 0  # batch 1 is in the offset log, not in the commit log
+        assert last_marker(config, control, 0) == Marker(ours, 1, 0, 2)  # half written: writer 0 of 2 committed
+
+        write_resource(spec_path, query, exactly_once_spec(kafka_broker, source, sink, checkpoint))  # the default writer
+        job = JobProcess(spec_path, tmp_path)
+        try:
+            wait_for(lambda: _committed_batches(checkpoint) >= 4, 300, lambda: f"batch 4 committed:\n{job.log()[-4000:]}")
+            expected, out = _wait_and_count(kafka_broker, sink, producer)
+            log = job.log()
+        finally:
+            job.signal(signal.SIGTERM)
+            job.wait(60)
+            job.stop()
+    finally:
+        producer.stop()
+    missing, duplicates = _count(out, expected)
+    print(f"half written: {len(expected)} flagged, {len(out)} read: lost {len(missing)}, duplicates {duplicates}")
+    assert "batch 1 was begun under 2 writers and not finished: finishing it under 2" in log, log[-4000:]
+    assert last_marker(config, control, 1) == Marker(ours, 1, 1, 2)  # writer 1 of 2 finished batch 1
+    after = last_marker(config, control, 0)
+    assert (after.writers, after.batch >= 4) == (1, True), after  # then the driver alone, writer 0 of 1
+    assert not missing and duplicates == 0, (len(missing), duplicates)
 
 
 def test_a_kept_producer_that_another_fenced_finds_out_before_it_writes(kafka_broker, kafka_topic):

@@ -99,8 +99,9 @@ INVALID = [
         "runtime": {"backend": "sparkApplication", "executors": {"instances": 1}},
         "autoscaling": {"maxExecutors": 2, "recommendOnly": False}}),
      "spec.autoscaling.recommendOnly: Invalid value: \"object\": recommendOnly: false acts for queries of backend pod"),
-    ("the driver writer with the default producers", spec_with(trigger={"microBatch": {}}, sink={"kafka": {
-        "bootstrapServers": "kafka:9092", "topic": "out", "delivery": "exactlyOnce", "transactions": {"writer": "driver"}}}),
+    ("the driver writer with two producers", spec_with(trigger={"microBatch": {}}, sink={"kafka": {
+        "bootstrapServers": "kafka:9092", "topic": "out", "delivery": "exactlyOnce",
+        "transactions": {"writer": "driver", "producers": 2}}}),
      "spec.sink.kafka.transactions.producers: Invalid value: \"object\": writer driver writes each batch with the driver's one producer"),
     ("store keys by value", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"accessKeyId": "AKIA", "secretAccessKey": "x"}}}),
@@ -141,7 +142,7 @@ VALID = [
         "autoscaling": {"maxExecutors": 2, "recommendOnly": False}})),
     ("exactly once written by the driver", spec_with(trigger={"microBatch": {}}, sink={"kafka": {
         "bootstrapServers": "kafka:9092", "topic": "out", "delivery": "exactlyOnce",
-        "transactions": {"writer": "driver", "producers": 1}}})),
+        "transactions": {"writer": "driver"}}})),  # producers defaults to 1
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[
         {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},

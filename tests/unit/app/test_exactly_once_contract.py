@@ -83,6 +83,29 @@ def test_a_writers_part_is_skipped_only_when_its_marker_is_committed(last, writt
     assert eos.already_written(last, "ck", 7, 1) is written
 
 
+M = eos.Marker
+
+
+@pytest.mark.parametrize(("lasts", "writers"), [
+    ([], 1),  # a new control topic
+    ([None, None], 1),
+    ([M("ck", 6, 0, 2), M("ck", 6, 1, 2)], 1),  # batch 6 was committed whole: 7 starts under the new count
+    ([M("ck", 7, 0, 2), M("ck", 6, 1, 2)], 2),  # writer 0 of 2 committed 7, writer 1 did not: finish under 2
+    ([M("ck", 6, 0, 2), M("ck", 7, 1, 2)], 2),
+    ([M("ck", 7, 0, 2), M("ck", 7, 1, 2)], 2),  # written whole, commits/7 not yet: under 2 every writer skips
+    ([M("ck", 7, 0, 1), M("ck", 3, 1, 2)], 1),  # the driver (writer 0 of 1) wrote 7; partition 1 is older
+    ([M("old", 9, 0, 2), M("old", 9, 1, 2)], 1),  # another checkpoint's markers count batches of their own
+    ([M("ck", 7, 0, 4), None, None, M("ck", 5, 3, 4)], 4),  # a count taken down since: the topic kept 4
+])  # fmt: skip
+def test_a_batch_begun_under_another_writer_count_is_finished_under_it(lasts, writers):
+    assert eos.replay_writers(lasts, "ck", 7, 1) == writers
+
+
+def test_a_replayed_batch_with_markers_of_two_counts_is_refused_not_guessed():
+    with pytest.raises(eos.MixedWriterCounts, match=r"batch 7 has committed markers of \[1, 2\] writers"):
+        eos.replay_writers([M("ck", 7, 0, 1), M("ck", 7, 1, 2)], "ck", 7, 2)
+
+
 @pytest.mark.parametrize("mode", ["continuous", "realTime"])
 def test_modes_without_a_batch_are_refused_with_the_reason(mode):
     found = problems(query_spec(mode=mode, **EXACTLY_ONCE))
@@ -140,18 +163,16 @@ def test_the_policy_keeps_transactional_ids_and_control_topics_to_their_query():
     assert "policy.allowExactlyOnce" in str(problem)
 
 
-def test_the_driver_writer_takes_one_producer_and_says_so_otherwise():
-    one = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": {"writer": "driver", "producers": 1}})
-    assert problems(one) == []
-    assert validate_spec(one).sink.kafka.writes_from_driver
-    for transactions in ({"writer": "driver"}, {"writer": "driver", "producers": 3}):  # the default is 2
-        spec = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": transactions})
-        assert [p for p in problems(spec) if "transactions.producers" in p and "set producers to 1" in p], transactions
-    assert not validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE)).sink.kafka.writes_from_driver
+def test_the_driver_writes_by_default_takes_one_producer_and_says_so_otherwise():
+    def writer(transactions: dict | None) -> bool:
+        fields = {} if transactions is None else {"sink.kafka.transactions": transactions}
+        return validate_spec(query_spec(mode="microBatch", **EXACTLY_ONCE, **fields)).sink.kafka.writes_from_driver
+
+    assert writer(None) and writer({"timeout": "30s"}) and writer({"producers": 1}) and writer({"writer": "driver"})
+    assert not writer({"producers": 2}) and not writer({"writer": "tasks"}) and not writer({"writer": "tasks", "producers": 1})
+    spec = query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": {"writer": "driver", "producers": 3}})
+    assert [p for p in problems(spec) if "transactions.producers" in p and "set producers to 1" in p]
+    assert not validate_spec(query_spec(mode="microBatch")).sink.kafka.writes_from_driver  # at least once: Spark's writer
     # tasks (or unset) takes any count
-    assert (
-        problems(
-            query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": {"writer": "tasks", "producers": 3}})
-        )
-        == []
-    )
+    for transactions in ({"writer": "tasks", "producers": 3}, {"producers": 3}):
+        assert problems(query_spec(mode="microBatch", **EXACTLY_ONCE, **{"sink.kafka.transactions": transactions})) == []

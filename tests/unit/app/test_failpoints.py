@@ -31,6 +31,7 @@ def test_the_names_the_integration_tests_use():
         "fail-on-sigusr2",
         "kill-before-commit",
         "abandon-before-commit",
+        "half-write",
     }
 
 
@@ -46,6 +47,6 @@ def test_an_unknown_name_is_refused_with_the_known_ones(monkeypatch):
     with pytest.raises(
         UnknownFailpoint,
         match=r"STREAMQ_FAILPOINT='exit-after-crate' is not a failpoint \(known: exit-after-create, skip-slot-check, fail-on-sigusr2, kill-before-commit, "
-        r"abandon-before-commit\)",
+        r"abandon-before-commit, half-write\)",
     ):
         failpoints.active(Failpoint.EXIT_AFTER_CREATE)
