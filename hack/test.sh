@@ -25,7 +25,11 @@ hack/install-jars.sh
 if [ $# -gt 0 ]; then
   hack/install-kube.sh integration helm  # the integration tier's apiserver, and helm for the chart tests
   hack/install-prometheus.sh             # promtool for the alert-rule tests
-  hack/install-seaweedfs.sh # weed, an S3 store for the s3a:// checkpoint tests (~5 min cold, cached after)
+  # weed, an S3 store for the s3a:// checkpoint tests (~5-28 min cold, cached after): not for the
+  # gitops tier alone, which stores no checkpoint in it
+  marker="" previous=""
+  for arg in "$@"; do [[ "$previous" == "-m" ]] && marker="$arg"; previous="$arg"; done
+  if [[ "$marker" != "gitops" ]]; then hack/install-seaweedfs.sh; fi
   # e2e tier (when it may run): node components, images, CoreDNS; STREAMQ_E2E_SKIP_INSTALL=1 skips it
   if [[ "$*" == *e2e* ]] || [[ "$*" == *slow* ]] || [[ "$*" == *gitops* ]]; then hack/install-node.sh; fi
   # multinode tier (only when asked: -m multinode): a kind cluster with two workers; kind, its node
