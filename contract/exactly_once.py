@@ -300,7 +300,7 @@ def checks() -> tuple[Check, ...]:
     transactions = "self.sink.kafka.transactions"
     driver_cel = (f"!(has(self.sink.kafka) && has({transactions}) && has({transactions}.writer) "
                   f"&& {transactions}.writer == '{TransactionWriter.DRIVER}') "
-                  f"|| (has({transactions}.producers) && {transactions}.producers == 1)",
+                  f"|| !has({transactions}.producers) || {transactions}.producers == 1",  # unset: 1
                   DRIVER_WRITER_PRODUCERS, ".sink.kafka.transactions.producers")  # fmt: skip
     return (
         ("exactly-once-mode", mode_problems, (mode_cel,)),
