@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from testbed.host_controllers import HostControllers, ToolMissing
-from testbed.kube import free_port, kube_bin
+from testbed.kube import free_port, kube_bin, wait_established
 from testbed.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -77,8 +77,7 @@ class ArgoCD(HostControllers):
         self.work.mkdir(parents=True, exist_ok=True)
         self.kubectl("apply", "--server-side", "-f", str(built / "crds"))
         self.kubectl("create", "namespace", NAMESPACE, check=False)
-        for crd in ("applications.argoproj.io", "appprojects.argoproj.io"):
-            self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        wait_established(self.kubectl, "applications.argoproj.io", "appprojects.argoproj.io")
         cm = yaml.safe_load(ARGOCD_CM.read_text())
         cm["metadata"]["labels"] = {"app.kubernetes.io/part-of": "argocd"}
         secret = {"apiVersion": "v1", "kind": "Secret",

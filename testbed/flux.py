@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.host_controllers import HostControllers, ToolMissing
-from testbed.kube import free_port
+from testbed.kube import free_port, wait_established
 from testbed.wait import wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +61,7 @@ class FluxControllers(HostControllers):
         (self.work / "artifacts").mkdir(parents=True, exist_ok=True)
         self.kubectl("apply", "--server-side", "-f", str(built / "crds"))
         self.kubectl("create", "namespace", NAMESPACE, check=False)
-        for crd in CRDS:  # a controller started before its CRD is served exits ("no matches for kind")
-            self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+        wait_established(self.kubectl, *CRDS)  # a controller started before its CRD is served exits ("no matches for kind")
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "RUNTIME_NAMESPACE": NAMESPACE}
         storage = free_port()
         argv = {

@@ -84,6 +84,17 @@ def kube_version() -> str:
     return m.group(1)
 
 
+ESTABLISHED = '{.status.conditions[?(@.type=="Established")].status}'
+
+
+def wait_established(kubectl: Any, *crds: str, timeout: float = 60) -> None:
+    """Each CRD's Established condition True. Polled with `kubectl get`, not `kubectl wait`, which
+    fails at once ("accessor error") on a CRD so new that its status has no conditions yet."""
+    for crd in crds:
+        wait_for(lambda crd=crd: kubectl("get", f"crd/{crd}", "-o", f"jsonpath={ESTABLISHED}").stdout.strip() == "True",
+                 timeout, f"CRD {crd} Established", ignore=(RuntimeError, subprocess.CalledProcessError))  # fmt: skip
+
+
 def kube_bin_dir() -> Path:
     """Where ``hack/install-kube.sh`` puts the binaries:
     ``$STREAMQ_KUBE_BIN_DIR`` if set, else

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from contract import GROUP, LABEL_QUERY, PLURAL, VERSION
 from controller import names
-from testbed.kube import KubeApiServer, free_port
+from testbed.kube import KubeApiServer, free_port, wait_established
 from testbed.specs import resource
 from testbed.wait import wait_for
 
@@ -108,8 +108,7 @@ def install_streamq(kube: KubeApiServer) -> Path:
     for manifest in ("crd.yaml", "namespace.yaml", "operator-rbac.yaml", "driver-rbac.yaml"):
         kube.kubectl("apply", "-f", str(base / manifest))
     kube.kubectl("apply", "-f", "-", input=json.dumps(SPARK_APP_CRD))
-    for crd in ("streamingqueries.streamq.io", "sparkapplications.sparkoperator.k8s.io"):
-        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+    wait_established(kube.kubectl, "streamingqueries.streamq.io", "sparkapplications.sparkoperator.k8s.io")
     return kube.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT, duration="4h")
 
 

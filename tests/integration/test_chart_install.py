@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testbed.kube import wait_established
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +49,7 @@ def installed(kube_apiserver, rendered):
     rest = [d for d in rendered if d["kind"] != "CustomResourceDefinition"]
     # --force-conflicts: another test on this session's API server may have installed the CRD already
     kube_apiserver.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(crds))
-    for crd in crds:
-        kube_apiserver.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    wait_established(kube_apiserver.kubectl, *(crd["metadata"]["name"] for crd in crds))
     result = kube_apiserver.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(rest))
     return result.stdout
 
