@@ -92,6 +92,11 @@ PATHS: dict[str, Any] = {
     "microBatchExactlyOnceTasks": TRIGGERS["microBatch"],  # transactions: writer tasks, producers 2
     "microBatchExactlyOnceDriver": TRIGGERS["microBatch"],  # the default writer, by the name it had as an option
     "flink": "flink",
+    # The peer with what the continuous paths pay for their recovery: a checkpoint every second
+    # (at-least-once, no barrier alignment), whose barrier flushes Flink's producer as an epoch's
+    # commit flushes Spark's (KafkaDataWriter.commit -> producer.flush). "flink" never checkpoints,
+    # so never flushes, and recovers nothing.
+    "flinkCheckpointed": "flink",
 }
 ALL_PATHS = list(PATHS)
 # sink.kafka.delivery exactlyOnce, read read_committed
@@ -99,6 +104,7 @@ EXACTLY_ONCE_PATHS = {"microBatchExactlyOnce", "microBatchExactlyOnceTasks", "mi
 TASK_WRITER_PATHS = {"microBatchExactlyOnceTasks"}
 TASK_WRITER_PRODUCERS = 2  # the tasks' writer as it was the default until 2026-11-29
 STREAMQ_READER_PATHS = {"continuousStreamq"}  # source.kafka.reader streamq
+FLINK_CHECKPOINT_MS = {"flinkCheckpointed": 1000}  # the continuous paths' epoch (TRIGGERS["continuous"])
 
 # The fraud filter of the tests, with the source record's broker append time copied into
 # the output (``inTs``), so each latency splits at the broker on the way in.
@@ -216,7 +222,7 @@ class ModeRun:
         from bench.flink_peer import FlinkPeer
 
         self.job = FlinkPeer(self.broker.bootstrap, self.source, self.out_topic, partitions=getattr(self.args, "partitions", 2),
-                             workdir=self.workdir / "flink").start()  # fmt: skip
+                             workdir=self.workdir / "flink", checkpoint_interval_ms=FLINK_CHECKPOINT_MS.get(self.mode)).start()  # fmt: skip
 
     def _wait_ready(self, timeout: float = 240) -> None:
         """Probe records at a low rate until one comes out the other end."""

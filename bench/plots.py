@@ -20,6 +20,7 @@ COLORS = {
     "realTime30s": "tab:olive",
     "microBatch": "tab:red",
     "flink": "tab:purple",
+    "flinkCheckpointed": "tab:pink",
 }
 
 

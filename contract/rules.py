@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from contract import exactly_once, sql
 from contract import spec as model
 from contract.expressions import transform_texts
@@ -217,6 +219,28 @@ OUTSIDE_RANGE = (
     "autoscaling.minExecutors and maxExecutors"
 )
 POSITIVE = "must be longer than 0 (e.g. {example})"
+
+
+CORE_LIMIT_UNDER_REQUEST = "coreLimit is below the executor's CPU request (coreRequest, or cores when unset)"
+
+
+def _core_limit(spec: QuerySpec) -> Found:
+    """Kubernetes refuses a pod whose CPU limit is below its request: the driver would ask for executor
+    pods that never come, and say so only in its own log."""
+    ex = spec.runtime.executors
+    if ex.core_limit is not None and parse_quantity(ex.core_limit) < parse_quantity(ex.cpu_request):
+        yield ".runtime.executors.coreLimit", f"{CORE_LIMIT_UNDER_REQUEST}: {ex.core_limit} < {ex.cpu_request}"
+
+
+def _core_limit_cel() -> Cel:
+    # cores is an integer: compared as a number (string(cores) would be a string of unknown length to
+    # the API server's cost estimate, which then refuses the whole schema).
+    cores = _or_default("self.cores", model.ExecutorResources().cores)
+    limit = "quantity(self.coreLimit)"
+    against = (f"has(self.coreRequest) ? {limit}.compareTo(quantity(self.coreRequest)) >= 0 "
+               f": {limit}.asApproximateFloat() >= double({cores})")  # fmt: skip
+    return Cel(f"!has(self.coreLimit) || ({against})", CORE_LIMIT_UNDER_REQUEST, field_path=".coreLimit",
+               at=("runtime", "executors"))  # fmt: skip
 
 
 def _autoscaling(spec: QuerySpec) -> Found:
@@ -438,6 +462,7 @@ RULES: tuple[Rule, ...] = (
     Rule("continuous-slots", _slots, (_slots_cel(),)),
     Rule("standby-shared-checkpoint", _standby, _standby_cel()),
     Rule("autoscaling", _autoscaling, _autoscaling_cel()),
+    Rule("executor-core-limit", _core_limit, (_core_limit_cel(),)),
     Rule(
         "checkpoint-s3-location",
         _s3_location,

@@ -886,11 +886,21 @@ class ExecutorResources(PodPlacement):
         "coreRequest is set.",
     )  # fmt: skip
     core_request: Quantity | None = Field(default=None, description=CORE_REQUEST_DESCRIPTION)
+    core_limit: Quantity | None = Field(
+        default=None,
+        description="CPU limit of each executor pod (spark.kubernetes.executor.limit.cores), a quantity such as "
+        "500m, at least its CPU request. Unset: no limit, an executor also uses CPU nobody else does. A limit "
+        "makes an executor's rate what its limit buys, whatever runs beside it: what autoscaling sizes by.",
+    )
     memory: Quantity = Field(
         default="1Gi",
         description="Memory of each executor's JVM (spark.executor.memory), a quantity such as 2Gi; its pod gets "
         "10% more for overhead, at least 384Mi more.",
     )
+
+    @property
+    def cpu_request(self) -> str:
+        return self.core_request or str(self.cores)
 
 
 class Runtime(Model):

@@ -51,6 +51,7 @@ def executor_conf(run: Run, settings: Settings) -> dict[str, str]:
         "spark.executor.cores": str(ex.cores),
         "spark.executor.memory": spark_memory(ex.memory),
         **({"spark.kubernetes.executor.request.cores": ex.core_request} if ex.core_request else {}),
+        **({"spark.kubernetes.executor.limit.cores": ex.core_limit} if ex.core_limit else {}),
         "spark.kubernetes.namespace": run.namespace,
         "spark.kubernetes.container.image": image_of(run.spec, settings),
         "spark.kubernetes.container.image.pullPolicy": settings.image_pull_policy,

@@ -21,6 +21,7 @@ def _executor(run: Run, settings: Settings, mounts: list[dict[str, Any]]) -> dic
     executor: dict[str, Any] = {
         "cores": executors.cores,
         **({"coreRequest": executors.core_request} if executors.core_request else {}),
+        **({"coreLimit": executors.core_limit} if executors.core_limit else {}),
         "memory": spark_memory(executors.memory),
         "labels": placement.labels(executors, names.labels(run.query, names.COMPONENT_EXECUTOR, run.attempt)),
         "podSecurityContext": pod_security_context(settings),

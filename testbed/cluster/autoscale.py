@@ -22,9 +22,12 @@ from testbed.specs import FRAUD_TRANSFORMS, flagged
 from testbed.wait import wait_for
 
 HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # always true; costs a hash per row
-STEP_UP = 1.1  # x one executor's best rate: one falls behind; two, on 2 cores shared with the rest, did 1.5x one
+STEP_UP = 1.3  # x one executor's best rate: one falls behind; two (each on its own 300m) keep up with room to catch up
 STEP_DOWN = 0.1
 PARTITIONS = 4  # more than the largest size: each executor gets tasks
+# Without a limit an executor took what the node had idle, and a second one found no more: two did 1.5x
+# one, less than the step (bench/results/autoscale-20261128T172635Z.json). With one, each gets its own.
+EXECUTOR_CPU = "300m"
 
 
 @dataclass
@@ -84,8 +87,10 @@ def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) ->
         "runtime": {
             "parallelism": PARTITIONS,
             "driver": {"cores": 1, "memory": "1536Mi"},
-            # small executors: one task at a time, a third of a core requested (the node has 2)
-            "executors": {"instances": 1, "cores": 1, "memory": "1Gi", "coreRequest": "300m"},
+            # small executors: one task at a time on 300m of CPU, requested and the limit (the node has 2
+            # cores): one cannot keep up with the step, and two get twice its CPU whatever else runs
+            "executors": {"instances": 1, "cores": 1, "memory": "1Gi", "coreRequest": EXECUTOR_CPU,
+                          "coreLimit": EXECUTOR_CPU},
         },
     })  # fmt: skip
 

@@ -1,12 +1,11 @@
 """Scenarios: lag-driven autoscaling acts on a running query (issue #40): in place in micro-batch mode, by a
 warm upgrade to a driver of the new size in continuous mode.
 
-One executor (one task at a time, 300m requested) cannot keep up once the input steps up to 1.1x what it
-was measured to process; the operator recommends two, writes it on the driver pod, and the driver asks
-Spark for the second executor: no restart. Two process more than one, and the lag comes back within
-catchUpDuration of the step's end (on one 2-core node two executors did 1.5x one, less than the step's
-input). Once the input steps down to a tenth, it goes back to one after coolDown. Every flagged payment comes out; duplicates
-are counted. The scenario is testbed/cluster/autoscale.py; `bench.autoscale` runs it and plots it.
+One executor (one task at a time on 300m of CPU, its request and its limit) cannot keep up once the input
+steps up to 1.3x what it was measured to process; the operator recommends two, writes it on the driver pod,
+and the driver asks Spark for the second executor: no restart. The lag comes back below 5 s of input within
+catchUpDuration of the scale-up, while the step lasts. Once the input steps down to a tenth, it goes back to
+one after coolDown. Every flagged payment comes out; duplicates are counted. The scenario is testbed/cluster/autoscale.py; `bench.autoscale` runs it and plots it.
 
 Continuous: the query runs one task per source partition for its whole life. Its topic grows from 1 to 3
 partitions while payments arrive: 4 task slots are needed, its one 2-core executor gives 2. The operator
@@ -55,12 +54,14 @@ def test_a_rate_step_up_scales_a_micro_batch_query_in_place_and_a_step_down_scal
     # Within the stabilization window of the step: 3 records at the new rate, then one decision (+ slack
     # for the progress reads and the operator's pass).
     assert run.scaled_up_after_s is not None and run.scaled_up_after_s <= s.window_s + 30, run.scaled_up_after_s
-    # Two executors must do more than one (else the scale-up was ineffective). On one 2-core node they did
-    # 1.5x one, not 2x (every row costs CPU, and the node has no more: bench/results/autoscale-20261128T172635Z.json),
-    # so the lag comes back within catchUpDuration of the step's end, not always while the step lasts.
+    # Two executors do more than one (else the scale-up was ineffective), and the lag is back below the bound
+    # within catchUpDuration of the scale-up, before the step ends: each executor has its own 300m, so the
+    # second one's CPU is not taken from the first (without limits two did 1.5x one on this 2-core node, less
+    # than the step: bench/results/autoscale-20261128T172635Z.json).
     assert run.processed_by_size.get(2, 0) > run.processed_by_size.get(1, 0), run.processed_by_size
     assert run.lag_back_after_s is not None and run.stepped_down_at_s is not None, run.lag_back_after_s
-    assert run.lag_back_after_s <= run.stepped_down_at_s - run.scaled_up_after_s + s.catch_up_s, run.lag_back_after_s
+    assert run.lag_back_after_s <= s.catch_up_s, f"lag back {run.lag_back_after_s}s after the scale-up"
+    assert run.scaled_up_after_s + run.lag_back_after_s < run.stepped_down_at_s, "back while the step lasted"
     assert run.scaled_down_after_s is not None
     # In place: the driver of the first attempt all along, and its executor pods followed the size.
     status = sq.status(run.query)

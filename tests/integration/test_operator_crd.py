@@ -103,6 +103,11 @@ INVALID = [
         "bootstrapServers": "kafka:9092", "topic": "out", "delivery": "exactlyOnce",
         "transactions": {"writer": "driver", "producers": 2}}}),
      "spec.sink.kafka.transactions.producers: Invalid value: \"object\": writer driver writes each batch with the driver's one producer"),
+    ("an executor CPU limit under its request", spec_with(**{"runtime.executors": {"instances": 1, "coreRequest": "600m",
+                                                                                  "coreLimit": "500m"}}),
+     "spec.runtime.executors.coreLimit: Invalid value: \"object\": coreLimit is below the executor's CPU request"),
+    ("an executor CPU limit under its cores", spec_with(**{"runtime.executors": {"instances": 1, "cores": 2, "coreLimit": "1"}}),
+     "spec.runtime.executors.coreLimit: Invalid value: \"object\": coreLimit is below the executor's CPU request"),
     ("store keys by value", spec_with(checkpoint={"location": "s3a://bucket/ck", "s3": {
         "credentials": {"accessKeyId": "AKIA", "secretAccessKey": "x"}}}),
      'unknown field "spec.checkpoint.s3.credentials.accessKeyId"'),
@@ -143,6 +148,9 @@ VALID = [
     ("exactly once written by the driver", spec_with(trigger={"microBatch": {}}, sink={"kafka": {
         "bootstrapServers": "kafka:9092", "topic": "out", "delivery": "exactlyOnce",
         "transactions": {"writer": "driver"}}})),  # producers defaults to 1
+    ("small executors with a CPU limit", spec_with(**{"runtime.executors": {"instances": 2, "coreRequest": "300m",
+                                                                        "coreLimit": "300m"}})),
+    ("a CPU limit above whole cores", spec_with(**{"runtime.executors": {"instances": 1, "cores": 2, "coreLimit": "2500m"}})),
     ("stall detection settings", spec_with(health={"stallAfterIntervals": 3, "minStallTime": "20s", "onStall": "report"})),
     ("every transform kind", spec_with(transforms=[
         {"where": "value > 0"}, {"select": ["value", "timestamp"]}, {"withColumn": {"name": "v2", "expr": "value * 2"}},

@@ -100,3 +100,25 @@ def test_a_change_of_autoscaling_needs_no_new_driver():
     after = QuerySpec.model_validate(changed(AUTO, {"autoscaling.maxExecutors": 3}))
     plain = QuerySpec.model_validate(MICRO)
     assert spec_hash(before, "/ck") == spec_hash(after, "/ck") == spec_hash(plain, "/ck")
+
+
+@pytest.mark.parametrize(
+    ("executors", "says"),
+    [
+        ({"coreRequest": "300m", "coreLimit": "300m"}, None),
+        ({"cores": 2, "coreLimit": "2"}, None),
+        ({"coreLimit": "1500m"}, None),  # above the request: a burst allowed
+        ({"coreRequest": "300m", "coreLimit": "250m"}, "250m < 300m"),
+        ({"cores": 2, "coreLimit": "1"}, "1 < 2"),  # cores is the request when coreRequest is unset
+        ({"coreLimit": "500m"}, "500m < 1"),
+    ],
+)
+def test_an_executor_cpu_limit_is_at_least_its_request(executors, says):
+    """What the issue's small executors are (a few hundred millicores each, so one cannot keep up): a limit,
+    which Kubernetes refuses below the request; the spec says so before a driver asks for pods that never come."""
+    found = problems(changed(MICRO, {"runtime.executors": {"instances": 1, **executors}}))
+    if says is None:
+        assert found == []
+    else:
+        assert found == [f"spec.runtime.executors.coreLimit: coreLimit is below the executor's CPU request "
+                         f"(coreRequest, or cores when unset): {says}"]  # fmt: skip

@@ -46,6 +46,23 @@ def test_config_parallelism_jars_and_checkpoints(tmp_path):
     assert flink_peer.job_config(3, [jar], checkpoint_interval_ms=1000)["execution.checkpointing.interval"] == "1000 ms"
 
 
+def test_a_checkpointed_peer_stores_its_checkpoints_in_files_beside_its_work(tmp_path):
+    """Like a Spark checkpoint, not in the JobManager's memory (Flink's default storage)."""
+    conf = flink_peer.job_config(2, [], checkpoint_interval_ms=1000, tmp_dir=tmp_path / "tmp")
+    assert conf["execution.checkpointing.mode"] == "AT_LEAST_ONCE"
+    assert conf["execution.checkpointing.storage"] == "filesystem"
+    assert conf["execution.checkpointing.dir"] == (tmp_path / "checkpoints").as_uri()
+
+
+def test_bench_latency_runs_the_peer_both_ways():
+    from bench.latency import FLINK_CHECKPOINT_MS, PATHS, TRIGGERS
+
+    assert PATHS["flink"] == PATHS["flinkCheckpointed"] == "flink"
+    assert "flink" not in FLINK_CHECKPOINT_MS  # the peer as the issue measured it: no checkpoints
+    epoch_ms = int(TRIGGERS["continuous"]["continuous"]["checkpointInterval"].removesuffix("s")) * 1000
+    assert FLINK_CHECKPOINT_MS["flinkCheckpointed"] == epoch_ms
+
+
 def test_not_installed_names_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("STREAMQ_CACHE", str(tmp_path))
     with pytest.raises(flink_peer.FlinkNotInstalled, match="hack/install-flink.sh"):

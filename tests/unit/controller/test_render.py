@@ -247,6 +247,15 @@ def test_without_core_request_pods_ask_for_whole_cores():
     assert "coreRequest" not in app["spec"]["driver"] and "coreRequest" not in app["spec"]["executor"]
 
 
+def test_core_limit_caps_each_executor_pod_and_none_by_default():
+    limited = {"runtime.executors": {"instances": 2, "cores": 1, "coreRequest": "300m", "coreLimit": "500m"}}
+    assert render.executor_conf(make_run(base_spec(**limited)), SETTINGS)["spark.kubernetes.executor.limit.cores"] == "500m"
+    app = render.spark_application(make_run(base_spec(**limited, **{"runtime.backend": "sparkApplication"})), SETTINGS)
+    assert app["spec"]["executor"]["coreLimit"] == "500m"
+    unlimited = make_run(base_spec(**{"runtime.executors": {"instances": 2}}))
+    assert "spark.kubernetes.executor.limit.cores" not in render.executor_conf(unlimited, SETTINGS)
+
+
 def test_spark_application_without_executors_has_no_instances():
     app = render.spark_application(make_run(base_spec(**{"runtime.backend": "sparkApplication"})), SETTINGS)
     assert "instances" not in app["spec"]["executor"]
