@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -313,6 +314,14 @@ class FlinkPeer:
             except subprocess.TimeoutExpired:
                 continue
         return proc.returncode
+
+    def completed_checkpoints(self) -> int:
+        """The last checkpoint the JobManager logged as completed (0: none): that a checkpointed peer
+        did checkpoint, which its results would not show otherwise."""
+        found = [0]
+        for path in self.workdir.glob("flink-*.log"):
+            found += [int(n) for n in re.findall(r"Completed checkpoint (\d+) for job", path.read_text(errors="replace"))]
+        return max(found)
 
     def log(self, lines: int = 60) -> str:
         """The tail of the driver's output and of Flink's log file."""

@@ -369,6 +369,8 @@ def run_path(path: str, rep: int, broker, workdir: Path, rates: list[int], sampl
                 f"cold p99 {cold.get('p99')} ms; cpu {step['cpuCores']}; "
                 f"{'sustained' if step['sustained'] else 'NOT sustained: ' + step['why']}")  # fmt: skip
             time.sleep(1)
+        if path in FLINK_CHECKPOINT_MS:
+            result["flinkCheckpointsCompleted"] = run.job.completed_checkpoints()
         if run.exactly_once and run.spans_path.exists():
             result["exactlyOnceSpans"] = eos_spans.summarize(eos_spans.read(run.spans_path))
     return result

@@ -79,3 +79,13 @@ def test_pyflink_matches_the_connectors_flink_minor():
     props = ET.parse(ROOT / "bench/flink/pom.xml").getroot().find("m:properties", ns)
     connector = props.find("m:flink.kafka.connector.version", ns).text
     assert connector.endswith("-" + pyflink), (connector, pyflink)
+
+
+def test_completed_checkpoints_are_read_from_the_jobmanagers_log(tmp_path):
+    peer = flink_peer.FlinkPeer("b:1", "in", "out", 2, tmp_path, checkpoint_interval_ms=1000)
+    assert peer.completed_checkpoints() == 0
+    (tmp_path / "flink-root-python-host.log").write_text(
+        "INFO CheckpointCoordinator - Completed checkpoint 9 for job 3f2a (1234 bytes, checkpointDuration=12 ms).\n"
+        "INFO CheckpointCoordinator - Completed checkpoint 10 for job 3f2a (1234 bytes, checkpointDuration=9 ms).\n"
+    )
+    assert peer.completed_checkpoints() == 10
