@@ -22,12 +22,13 @@ from testbed.specs import FRAUD_TRANSFORMS, flagged
 from testbed.wait import wait_for
 
 HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # always true; costs a hash per row
-STEP_UP = 1.3  # x one executor's best rate: one falls behind; two (each on its own 300m) keep up with room to catch up
+STEP_UP = 1.2  # x one executor's best rate: one falls behind; two (each on its own 500m) keep up with room to catch up
 STEP_DOWN = 0.1
 PARTITIONS = 4  # more than the largest size: each executor gets tasks
 # Without a limit an executor took what the node had idle, and a second one found no more: two did 1.5x
 # one, less than the step (bench/results/autoscale-20261128T172635Z.json). With one, each gets its own.
-EXECUTOR_CPU = "300m"
+EXECUTOR_CPU = "500m"
+BUSY_MINUTE_S = 70  # the job's busyRatio window (app/monitoring/reporting.py BUSY_WINDOW_S, 60 s), plus a few batches
 
 
 @dataclass
@@ -37,11 +38,11 @@ class Settings:
     catch_up_s: int = 120
     max_executors: int = 2
     reps: int = 3000
-    # per batch: a backlog is worked off in batches of a few seconds, each reported. With the 2 s trigger it
-    # also caps the rate at max_offsets / 2 rows/s whatever the executors: well above what two can do here.
+    # per batch: a backlog is worked off in batches of a few seconds, each reported. With the 5 s trigger it
+    # also caps the rate at max_offsets / 5 rows/s whatever the executors: well above what two can do here.
     max_offsets: int = 8000
     lag_bound_s: float = 5.0  # the lag is "back" below this many seconds of input
-    high_s: float = 120.0  # the step up lasts this long
+    high_s: float = 150.0  # the step up lasts this long: a scale-up within the window, then catchUpDuration
     low_s: float = 100.0  # the step down: longer than coolDown + stabilizationWindow + a few progress reads
 
 
@@ -81,13 +82,19 @@ class StepRun:
 def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) -> dict[str, Any]:
     """The query, without spec.autoscaling yet (autoscaling_block adds it: no new driver for that)."""
     return fraud_spec(source, sink, checkpoint_dir, mode="microBatch", **{
-        "trigger": {"microBatch": {"interval": "2s"}},
+        # Every batch costs a 300m executor about 1.5 s whatever its rows (4 tasks, one at a time): with a 2 s
+        # trigger it was 72-89% busy at the low rate, and the decision rightly wanted two before the step
+        # (bench/results/autoscale-20261129T103659Z.json). 5 s batches leave the low rate to one.
+        "trigger": {"microBatch": {"interval": "5s"}},
         "transforms": [{"where": HEAVY.format(reps=s.reps)}, *FRAUD_TRANSFORMS],
         "source.kafka.options": {"maxOffsetsPerTrigger": str(s.max_offsets)},
+        # The first batches on a 300m executor, its JIT cold, take over a minute: slow, not stalled (at the
+        # default 60 s the query was restarted as stalled, again and again, before its first commit).
+        "health.minStallTime": "300s",
         "runtime": {
             "parallelism": PARTITIONS,
             "driver": {"cores": 1, "memory": "1536Mi"},
-            # small executors: one task at a time on 300m of CPU, requested and the limit (the node has 2
+            # small executors: one task at a time on EXECUTOR_CPU, requested and the limit (the node has 2
             # cores): one cannot keep up with the step, and two get twice its CPU whatever else runs
             "executors": {"instances": 1, "cores": 1, "memory": "1Gi", "coreRequest": EXECUTOR_CPU,
                           "coreLimit": EXECUTOR_CPU},
@@ -174,7 +181,9 @@ def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRu
     run = StepRun(query=name, per_executor=round(per_executor, 1), high_rate=round(high, 1), low_rate=round(low, 1))
     # Steady at the low rate first, autoscaling on once the calibration's batches are out of the newest record,
     # for a window then: the step up starts from a query that holds at one executor.
-    before = payments(int(low * 15), start=len(produced))
+    # The job's busyRatio covers its last minute: a shorter wait leaves the calibration's full batches in it, and
+    # a 300m executor 89% busy at the low rate is a scale-up before the step (bench/results/autoscale-20261129T103659Z.json).
+    before = payments(int(low * BUSY_MINUTE_S), start=len(produced))
     produced += before
     kafka.produce_paced(source, before, low).join()
     sq.patch(name, {"spec": {"autoscaling": autoscaling_block(s)}})  # the same driver: not a run field
