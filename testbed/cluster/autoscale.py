@@ -82,13 +82,13 @@ class StepRun:
 def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) -> dict[str, Any]:
     """The query, without spec.autoscaling yet (autoscaling_block adds it: no new driver for that)."""
     return fraud_spec(source, sink, checkpoint_dir, mode="microBatch", **{
-        # Every batch costs a 300m executor about 1.5 s whatever its rows (4 tasks, one at a time): with a 2 s
-        # trigger it was 72-89% busy at the low rate, and the decision rightly wanted two before the step
-        # (bench/results/autoscale-20261129T103659Z.json). 5 s batches leave the low rate to one.
+        # Every batch costs a small executor a fixed time whatever its rows (4 tasks, one at a time; ~1.5 s on
+        # 300m): with a 2 s trigger it was 72-89% busy at the low rate, and the decision rightly wanted two
+        # before the step (bench/results/autoscale-20261129T103659Z.json). 5 s batches leave the low rate to one.
         "trigger": {"microBatch": {"interval": "5s"}},
         "transforms": [{"where": HEAVY.format(reps=s.reps)}, *FRAUD_TRANSFORMS],
         "source.kafka.options": {"maxOffsetsPerTrigger": str(s.max_offsets)},
-        # The first batches on a 300m executor, its JIT cold, take over a minute: slow, not stalled (at the
+        # The first batches on a small executor, its JIT cold, take over a minute: slow, not stalled (at the
         # default 60 s the query was restarted as stalled, again and again, before its first commit).
         "health.minStallTime": "300s",
         "runtime": {
@@ -182,7 +182,7 @@ def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRu
     # Steady at the low rate first, autoscaling on once the calibration's batches are out of the newest record,
     # for a window then: the step up starts from a query that holds at one executor.
     # The job's busyRatio covers its last minute: a shorter wait leaves the calibration's full batches in it, and
-    # a 300m executor 89% busy at the low rate is a scale-up before the step (bench/results/autoscale-20261129T103659Z.json).
+    # an executor 89% busy at the low rate is a scale-up before the step (bench/results/autoscale-20261129T103659Z.json).
     before = payments(int(low * BUSY_MINUTE_S), start=len(produced))
     produced += before
     kafka.produce_paced(source, before, low).join()
