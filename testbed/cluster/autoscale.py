@@ -93,7 +93,10 @@ def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) ->
         "health.minStallTime": "300s",
         "runtime": {
             "parallelism": PARTITIONS,
-            "driver": {"cores": 1, "memory": "1536Mi"},
+            # 250m requested: with a whole core for the driver the node (2 cores allocatable, Kafka and the
+            # operator on it) had no room for a second 500m executor, which stayed Pending
+            # (bench/results/autoscale-20261129T112551Z.json: executor_pods never 2)
+            "driver": {"cores": 1, "coreRequest": "250m", "memory": "1536Mi"},
             # small executors: one task at a time on EXECUTOR_CPU, requested and the limit (the node has 2
             # cores): one cannot keep up with the step, and two get twice its CPU whatever else runs
             "executors": {"instances": 1, "cores": 1, "memory": "1Gi", "coreRequest": EXECUTOR_CPU,
@@ -225,10 +228,11 @@ def _at(sampler: Sampler, executors: int, after: float = 0.0) -> Sample | None:
 
 
 def _processed_by_size(samples: list[Sample], until: float) -> dict[int, float]:
-    """Mean rows/s of batch time at each size, from the step up to the step down."""
+    """Mean rows/s of batch time by executor pods Running (not the size the driver reports: a pod the node
+    cannot schedule is asked for and never runs), from the step up to the step down."""
     out = {}
     for n in (1, 2):
-        rates = [x.processed_rate for x in samples if x.executors == n and x.processed_rate and 0 <= x.t <= until]
+        rates = [x.processed_rate for x in samples if x.executor_pods == n and x.processed_rate and 0 <= x.t <= until]
         if rates:
             out[n] = round(statistics.fmean(rates), 1)
     return out
