@@ -73,6 +73,7 @@ from bench.latency_clients import (
     producer_main,
     read_received,
 )
+from bench.reader_trace import TRACE_SELECT
 from contract.spec import duration_ms
 
 # The triggers as a user writes them; bench.recovery kills each of these.
@@ -189,9 +190,8 @@ class ModeRun:
         from testbed.jobs import JobProcess
         from testbed.specs import FRAUD_TRANSFORMS, query_spec, write_resource
 
-        transforms = (
-            FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": BENCH_SELECT}]
-        )
+        select = TRACE_SELECT if getattr(self.args, "reader_trace", False) else BENCH_SELECT
+        transforms = FRAUD_TRANSFORMS if getattr(self.args, "no_split", False) else [*FRAUD_TRANSFORMS[:-1], {"select": select}]
         spec = query_spec(bootstrap=self.broker.bootstrap, topic=self.source, sink_topic=self.out_topic,
                           location=self.workdir / "checkpoint", trigger=PATHS[self.mode], transforms=transforms)  # fmt: skip
         if self.args.conf:

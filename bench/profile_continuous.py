@@ -46,9 +46,9 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from bench import cli
+from bench import cli, reader_trace
 from bench.common import RESULTS_DIR, LoadSampler, kafka_broker, log, now_iso, set_autogroup_nice, utc_stamp
-from bench.latency import ModeRun
+from bench.latency import STREAMQ_READER_PATHS, ModeRun
 from devtools.payments import percentile
 
 ATTR_DIR = RESULTS_DIR / "attribution"
@@ -479,10 +479,12 @@ def profile(args) -> dict[str, Any]:
     try:
         broker.start()
         sampler.start()
+        trace_path = workdir / "reader-trace.bin"
         ns = SimpleNamespace(conf=args.conf, source_option=args.source_option, sink_option=args.sink_option,
                                 partitions=args.partitions, autogroup_nice=0, warmup=args.warmup,
                                 measure=args.window, drain_timeout=15.0,
-                                checkpoint_interval=args.checkpoint_interval)  # fmt: skip
+                                checkpoint_interval=args.checkpoint_interval, reader_trace=args.reader_trace,
+                                job_env={reader_trace.ENV: str(trace_path)} if args.reader_trace else {})  # fmt: skip
         ProfiledRun.log_level = args.spark_log_level
         run = ProfiledRun(args.mode, broker, bench_dir, ns)
         t = time.monotonic()
@@ -572,6 +574,12 @@ def profile(args) -> dict[str, Any]:
         if jfr_path.exists():
             result["jfr"] = summarise_jfr(jfr_path, window_s)
         result["latencyShape"] = latency_shape(run, wall0, wall1, result.get("jfr", {}).get("gc", {}).get("pauses", []))
+        if args.reader_trace:
+            time.sleep(2)  # the trace is written at most once a second
+            sent = reader_trace.read_output(broker.bootstrap, run.out_topic)
+            result["readerTrace"] = reader_trace.summary(
+                reader_trace.legs(reader_trace.read_trace(trace_path), sent, (wall0 // 1000, wall1 // 1000))
+            )
         pcap = workdir / "broker.pcap"
         if pcap.exists():
             result["kafkaRequests"] = kafka_requests(pcap, int(broker.bootstrap.rsplit(":", 1)[1]), window_s)
@@ -613,6 +621,8 @@ def print_summary(r: dict[str, Any]) -> None:
     if lat:
         print(f"latency ms: {lat.get('latencyMs')}; send->Spark write {lat.get('sendToSinkWriteMs')}; "
               f"sustained {lat.get('sustained')} {lat.get('why', '')}")  # fmt: skip
+    if r.get("readerTrace"):
+        print(f"\nthe engine's leg split at the reader (ms): {r['readerTrace']}")
     print("\nper process (cores used, threads waiting for a CPU, threads runnable on average):")
     for role, v in r.get("perProcess", {}).items():
         print(f"  {role:10} {v}")
@@ -675,9 +685,14 @@ def main(
     no_jfr: Annotated[bool, typer.Option("--no-jfr", help="no Java Flight Recorder of the job's JVM")] = False,
     no_pyspy: Annotated[bool, typer.Option("--no-pyspy", help="no py-spy of the Python processes")] = False,
     no_tcpdump: Annotated[bool, typer.Option("--no-tcpdump", help="no capture of the Kafka traffic")] = False,
+    reader_trace: Annotated[
+        bool, typer.Option("--reader-trace", help="continuousStreamq: split the engine's leg at the reader (bench.reader_trace)")
+    ] = False,
     **job_options: Any,
 ) -> None:
     args = cli.options(locals())
+    if args.reader_trace and mode not in STREAMQ_READER_PATHS:
+        raise typer.BadParameter(f"--reader-trace traces streamq's reader: --mode {', '.join(STREAMQ_READER_PATHS)}")
     result = profile(args)
     print_summary(result)
     out_dir = Path(args.out)

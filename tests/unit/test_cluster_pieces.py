@@ -82,3 +82,22 @@ def test_teardown_removes_only_cluster_rules():
     ]
     kept = [line for line in dump if not OUR_CHAINS.search(line)]
     assert kept == ["-A INPUT -p tcp --dport 22 -j ACCEPT", ":DOCKER-USER - [0:0]"]
+
+
+def test_the_autoscaling_scenario_calibrates_on_warm_batches_not_the_best_one():
+    from testbed.cluster.autoscale import warm_rate
+
+    # two JIT-cold batches, then three warm ones: their median, not the lucky best
+    assert warm_rate({0: 210.0, 1: 480.0, 2: 640.0, 3: 771.0, 4: 655.0}) == 655.0
+    assert warm_rate({7: 300.0, 9: 500.0}) == 500.0  # too few seen to drop the cold ones: the best
+
+
+def test_the_autoscaling_scenario_says_when_the_lag_is_back_for_good():
+    from testbed.cluster.autoscale import Sample, _back_below
+
+    def at(t: float, lag: int | None) -> Sample:
+        return Sample(t=t, input_rate=None, processed_rate=None, lag=lag, executors=2, recommended=2, executor_pods=2)
+
+    series = [at(30, 9000), at(40, 3000), at(50, 6000), at(60, None), at(70, 2000), at(80, 1000)]
+    assert _back_below(series, 4000, since=30) == 40.0  # the dip at 40 s does not count: it rose again
+    assert _back_below([*series, at(90, 5000)], 4000, since=30) is None

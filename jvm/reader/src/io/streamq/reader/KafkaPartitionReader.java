@@ -77,6 +77,8 @@ final class KafkaPartitionReader implements ContinuousPartitionReader<InternalRo
     private long nextOffset;
     private long polls;
     private long records;
+    private long polledMicros;  // when the last poll returned (ReaderTrace only)
+    private int polledCount;
 
     KafkaPartitionReader(Partition p) {
         this.tp = p.topicPartition();
@@ -102,6 +104,9 @@ final class KafkaPartitionReader implements ContinuousPartitionReader<InternalRo
                 nextOffset = r.offset() + 1;
                 current = r;
                 records++;
+                if (ReaderTrace.on()) {
+                    ReaderTrace.handed(tp.partition(), r.offset(), r.timestamp(), polledMicros, polledCount);
+                }
                 return true;
             }
             if (stopping()) {
@@ -125,6 +130,10 @@ final class KafkaPartitionReader implements ContinuousPartitionReader<InternalRo
                 throw e;
             }
             fetched = got.iterator();
+            if (ReaderTrace.on()) {
+                polledMicros = ReaderTrace.nowMicros();
+                polledCount = got.size();
+            }
         }
     }
 
