@@ -21,13 +21,12 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from testbed.host_controllers import HostControllers, ToolMissing
+from testbed.host_controllers import HostControllers, ToolMissing, built_dir
 from testbed.kube import free_port, kube_bin, wait_established
 from testbed.wait import wait_for
 
@@ -41,11 +40,7 @@ class ArgoCDMissing(ToolMissing):
 
 
 def argocd_dir() -> Path:
-    done = subprocess.run([str(REPO_ROOT / "hack" / "install-argocd.sh"), "--print-dir"], check=True,
-                          capture_output=True, text=True)  # fmt: skip
-    found = Path(done.stdout.strip())
-    if not (found / ".complete").exists():
-        raise ArgoCDMissing(f"Argo CD is not built in {found}: run hack/install-argocd.sh (hack/test.sh -m gitops does)")
+    found = built_dir(REPO_ROOT / "hack" / "install-argocd.sh", "Argo CD is", ArgoCDMissing)
     if shutil.which("redis-server") is None:
         raise ArgoCDMissing("redis-server is not installed: run hack/install-argocd.sh (hack/test.sh -m gitops does)")
     return found

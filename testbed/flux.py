@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from testbed.host_controllers import HostControllers, ToolMissing
+from testbed.host_controllers import HostControllers, ToolMissing, built_dir
 from testbed.kube import free_port, wait_established
 from testbed.wait import wait_for
 
@@ -32,12 +31,7 @@ class FluxMissing(ToolMissing):
 
 
 def flux_dir() -> Path:
-    done = subprocess.run([str(REPO_ROOT / "hack" / "install-flux.sh"), "--print-dir"], check=True,
-                          capture_output=True, text=True)  # fmt: skip
-    found = Path(done.stdout.strip())
-    if not (found / ".complete").exists():
-        raise FluxMissing(f"Flux's controllers are not built in {found}: run hack/install-flux.sh (hack/test.sh -m gitops does)")
-    return found
+    return built_dir(REPO_ROOT / "hack" / "install-flux.sh", "Flux's controllers are", FluxMissing)
 
 
 def ready_condition(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,15 @@ class ToolMissing(RuntimeError):
     """The tool is not built (or a part it needs is not installed): the message says which script does it."""
 
 
+def built_dir(script: Path, what: str, missing: type[ToolMissing]) -> Path:
+    """Where ``script --print-dir`` builds a tool; ``missing`` if that build has not completed."""
+    done = subprocess.run([str(script), "--print-dir"], check=True, capture_output=True, text=True)
+    found = Path(done.stdout.strip())
+    if not (found / ".complete").exists():
+        raise missing(f"{what} not built in {found}: run hack/{script.name} (hack/test.sh -m gitops does)")
+    return found
+
+
 class HostControllers:
     def __init__(self, kubeconfig: Path, work: Path) -> None:
         self.kubeconfig = kubeconfig

@@ -106,7 +106,7 @@ def _watch_until_ready(flux: FluxControllers, kustomization: str, revision: str,
             seen.append((time.monotonic(), *now))
         if now[0] == "True" and k["status"].get("lastAppliedRevision", "").endswith(revision):
             return seen
-        time.sleep(0.3)
+        time.sleep(0.3)  # between reads of the condition above: each change of it is recorded, not only the end
     raise AssertionError(f"{kustomization} not Ready with {revision} in {timeout}s: {seen}\n{flux.state(kustomization)}")
 
 
