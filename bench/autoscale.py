@@ -43,11 +43,14 @@ def main() -> int:
         sq.cleanup()
         if not existing:
             cluster.down()
-    payload = {**results_header("autoscale", {**asdict(settings), "provider": provider}), "run": run.to_json()}
+    shortfalls = scenario.shortfalls(run, settings)  # what the e2e test would have said of this run
+    payload = {**results_header("autoscale", {**asdict(settings), "provider": provider}), "run": run.to_json(),
+               "e2eShortfalls": shortfalls}  # fmt: skip
     path = write_results("autoscale", payload)
     log(f"one executor {run.per_executor:.0f} rows/s; up to {run.high_rate:.0f}/s: scaled up after "
         f"{run.scaled_up_after_s}s, lag back {run.lag_back_after_s}s later; down to {run.low_rate:.0f}/s: scaled "
         f"down after {run.scaled_down_after_s}s; resizes {run.resizes}; {run.output}")  # fmt: skip
+    log("every assertion of the e2e test holds" if not shortfalls else f"the e2e test would fail: {shortfalls}")
     log(f"wrote {path}")
     autoscale_plot(path)
     return 0

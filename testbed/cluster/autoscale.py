@@ -78,6 +78,8 @@ class StepRun:
     produced: int = 0
     output: str = ""
     resizes: list[tuple[float, int, int]] = field(default_factory=list)  # (t, from, to) seen in status
+    attempt: int | None = None  # status.attempt and status.restarts at the end: in place means 1 and 0
+    restarts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -230,10 +232,51 @@ def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRu
     run.processed_by_size = _processed_by_size(run.samples, until=run.stepped_down_at_s or 0.0)
     run.resizes = _resizes(run.samples)
     run.events = [e.get("message", "") for e in sq.events(name) if e.get("reason") == "ScaledExecutors"]
+    status = sq.status(name)
+    run.attempt, run.restarts = status.get("attempt"), status.get("restarts", 0)
     run.produced = len(produced)
     out: Output = wait_output(kafka, sink, flagged(produced), 600, lambda: sq.describe(name))
     run.output = out.summary()
     return run
+
+
+def shortfalls(run: StepRun, s: Settings) -> list[str]:
+    """What the e2e test asserts, as the sentences that fail: empty when the run did all the issue asks.
+    bench.autoscale records them too, so a bench run says whether it would have passed."""
+    out: list[str] = []
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            out.append(what)
+
+    sizes = [r[1:] for r in run.resizes]
+    need(bool(sizes) and sizes[0] == (1, 2) and sizes[-1] == (2, 1) and len(sizes) == 2,
+         f"one change each way, no flapping: {run.resizes}")  # fmt: skip
+    # Within the stabilization window of the step: 3 records at the new rate, then one decision (+ slack for
+    # the progress reads and the operator's pass).
+    up = run.scaled_up_after_s
+    need(up is not None and up <= s.window_s + 30, f"scaled up {up}s after the step (window {s.window_s}s + 30)")
+    # Two executor pods ran, and did more than one (else the scale-up was ineffective) ...
+    need(max((x.executor_pods for x in run.samples), default=0) == 2, "two executor pods Running")
+    by_size = run.processed_by_size
+    need(by_size.get(2, 0) > by_size.get(1, 0), f"two executors process more than one: {by_size}")
+    # ... and one could not keep up with the step (its batches from 10 s in, once they hold the new rate's
+    # rows): the scale-up was needed, not only recommended.
+    alone = [x.processed_rate for x in run.samples if x.executor_pods == 1 and x.processed_rate
+             and 10 <= x.t <= (up or 0)]  # fmt: skip
+    need(bool(alone) and statistics.median(alone) < run.high_rate,
+         f"one executor falls behind the step ({run.high_rate}/s): {alone}")  # fmt: skip
+    back, down = run.lag_back_after_s, run.stepped_down_at_s
+    need(back is not None and back <= s.catch_up_s,
+         f"lag below {s.lag_bound_s:g}s of input within catchUpDuration ({s.catch_up_s}s) of the scale-up: {back}")  # fmt: skip
+    need(None not in (up, back, down) and (up or 0) + (back or 0) < (down or 0), "lag back while the step lasted")
+    need(run.scaled_down_after_s is not None, "scaled down after the step down")
+    # In place: the driver of the first attempt all along, and its executor pods followed the size.
+    need(run.attempt == 1 and run.restarts == 0, f"in place: attempt {run.attempt}, restarts {run.restarts}")
+    need(len(run.events) == 2 and run.events[0].startswith(f"driver {run.query}-driver-1: 1 -> 2 executors"),
+         f"two ScaledExecutors events, the first in place: {run.events}")  # fmt: skip
+    need(", 0 missing, 0 unexpected" in run.output, f"every flagged payment, nothing else: {run.output}")
+    return out
 
 
 def _at(sampler: Sampler, executors: int, after: float = 0.0) -> Sample | None:

@@ -19,7 +19,6 @@ Each takes ~6-12 minutes and two cores of executors: `-m slow`, not in CI's run 
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from datetime import datetime
 
@@ -49,32 +48,10 @@ def test_a_rate_step_up_scales_a_micro_batch_query_in_place_and_a_step_down_scal
            f"{run.scaled_up_after_s:.0f}s after it, lag at most {run.lag_peak} records, below {s.lag_bound_s:g}s of input "
            f"for good {run.lag_back_after_s}s later; rows/s of batch time by size {run.processed_by_size}; step down to {run.low_rate:.0f}/s: 1 executor {run.scaled_down_after_s:.0f}s after it; "
            f"resizes {run.resizes}; {run.produced} payments in, {run.output}")  # fmt: skip
-    assert run.resizes and run.resizes[0][1:] == (1, 2), run.resizes
-    assert run.resizes[-1][1:] == (2, 1), run.resizes
-    assert len(run.resizes) == 2, f"one change each way, no flapping: {run.resizes}"
-    # Within the stabilization window of the step: 3 records at the new rate, then one decision (+ slack
-    # for the progress reads and the operator's pass).
-    assert run.scaled_up_after_s is not None and run.scaled_up_after_s <= s.window_s + 30, run.scaled_up_after_s
-    # Two executors do more than one (else the scale-up was ineffective), and the lag is back below the bound
-    # within catchUpDuration of the scale-up, before the step ends: each executor has its own 500m, so the
-    # second one's CPU is not taken from the first (without limits two did 1.5x one on this 2-core node, less
-    # than the step: bench/results/autoscale-20261128T172635Z.json).
-    assert run.processed_by_size.get(2, 0) > run.processed_by_size.get(1, 0), run.processed_by_size
-    # ... and one could not keep up with the step (its batches from 10 s in, once they hold the new rate's rows):
-    # the scale-up was needed, not only recommended
-    alone = [x.processed_rate for x in run.samples if x.executor_pods == 1 and x.processed_rate
-             and 10 <= x.t <= run.scaled_up_after_s]  # fmt: skip
-    assert alone and statistics.median(alone) < run.high_rate, (alone, run.high_rate)
-    assert run.lag_back_after_s is not None and run.stepped_down_at_s is not None, run.lag_back_after_s
-    assert run.lag_back_after_s <= s.catch_up_s, f"lag back {run.lag_back_after_s}s after the scale-up"
-    assert run.scaled_up_after_s + run.lag_back_after_s < run.stepped_down_at_s, "back while the step lasted"
-    assert run.scaled_down_after_s is not None
-    # In place: the driver of the first attempt all along, and its executor pods followed the size.
-    status = sq.status(run.query)
-    assert status.get("attempt") == 1 and status.get("restarts", 0) == 0, status
-    assert max(x.executor_pods for x in run.samples) == 2
-    assert len(run.events) == 2 and run.events[0].startswith(f"driver {run.query}-driver-1: 1 -> 2 executors")
-    assert ", 0 missing, 0 unexpected" in run.output, run.output
+    # Each executor has its own 500m (request and limit), so the second one's CPU is not taken from the first
+    # (without limits two did 1.5x one on this 2-core node, less than the step:
+    # bench/results/autoscale-20261128T172635Z.json). What is asserted: autoscale.shortfalls.
+    assert not autoscale.shortfalls(run, s), autoscale.shortfalls(run, s)
 
 
 RATE = 30  # payments per second through the hand-over

@@ -101,3 +101,39 @@ def test_the_autoscaling_scenario_says_when_the_lag_is_back_for_good():
     series = [at(30, 9000), at(40, 3000), at(50, 6000), at(60, None), at(70, 2000), at(80, 1000)]
     assert _back_below(series, 4000, since=30) == 40.0  # the dip at 40 s does not count: it rose again
     assert _back_below([*series, at(90, 5000)], 4000, since=30) is None
+
+
+def _step_run(**changes):
+    from testbed.cluster.autoscale import Sample, StepRun
+
+    def at(t: float, pods: int, rate: float, lag: int) -> Sample:
+        return Sample(t=t, input_rate=None, processed_rate=rate, lag=lag, executors=pods, recommended=pods, executor_pods=pods)
+
+    run = StepRun(query="q", per_executor=700.0, high_rate=770.0, low_rate=70.0,
+                  samples=[at(5, 1, 300, 4000), at(15, 1, 640, 6000), at(25, 1, 650, 8000), at(40, 2, 930, 9000),
+                           at(120, 2, 940, 2000), at(240, 1, 300, 100)],
+                  scaled_up_after_s=28.0, lag_back_after_s=80.0, processed_by_size={1: 600.0, 2: 935.0},
+                  stepped_down_at_s=210.0, scaled_down_after_s=30.0, output="9 records out, 0 missing, 0 unexpected, 0 duplicates",
+                  resizes=[(28.0, 1, 2), (240.0, 2, 1)], attempt=1, restarts=0,
+                  events=["driver q-driver-1: 1 -> 2 executors (lag)", "driver q-driver-1: 2 -> 1 executors"])  # fmt: skip
+    for key, value in changes.items():
+        setattr(run, key, value)
+    return run
+
+
+def test_the_autoscaling_scenario_says_what_an_e2e_run_fell_short_of():
+    from testbed.cluster.autoscale import Settings, shortfalls
+
+    s = Settings()
+    assert shortfalls(_step_run(), s) == []
+    slow = shortfalls(_step_run(lag_back_after_s=s.catch_up_s + 1.0), s)
+    assert len(slow) == 1 and "within catchUpDuration" in slow[0]
+    assert any(
+        "after the step ended" in m or "while the step lasted" in m for m in shortfalls(_step_run(stepped_down_at_s=100.0), s)
+    )
+    assert any(
+        "no flapping" in m for m in shortfalls(_step_run(resizes=[(28.0, 1, 2), (60.0, 2, 1), (90.0, 1, 2), (240.0, 2, 1)]), s)
+    )
+    kept_up = _step_run(high_rate=600.0)  # one executor did 640-650/s: it kept up, the scale-up was not needed
+    assert any("falls behind" in m for m in shortfalls(kept_up, s))
+    assert any("in place" in m for m in shortfalls(_step_run(restarts=1), s))
