@@ -59,8 +59,9 @@ def legs(
     sent: Iterable[tuple[tuple[int, int], int]],
     window_us: tuple[int, int],
 ) -> dict[str, list[float]]:
-    """Milliseconds of each leg, per record handed over within the window and sent by the sink."""
-    out: dict[str, list[float]] = {leg: [] for leg in LEGS}
+    """Milliseconds of each leg, per record handed over within the window and sent by the sink, and the
+    millisecond of the second it was handed over in (phaseMs)."""
+    out: dict[str, list[float]] = {leg: [] for leg in (*LEGS, "phaseMs")}
     for position, send_ms in sent:
         got = trace.get(position)
         if got is None:
@@ -72,6 +73,7 @@ def legs(
         out["fetch"].append(polled_us / 1000 - append_ms)
         out["inReader"].append((handed_us - polled_us) / 1000)
         out["afterHandOff"].append(send_ms - handed_us / 1000)
+        out["phaseMs"].append(float(handed_us // 1000 % 1000))  # epochs start on whole seconds of the wall clock
     return out
 
 
@@ -92,6 +94,16 @@ def summary(by_leg: dict[str, list[float]], slowest: int = 100) -> dict[str, Any
     result["slowestPercent"] = {
         leg: round(sum(by_leg[leg][i] for i in tail) / len(tail), 2) if tail else None for leg in LEGS
     } | {"records": len(tail)}
+    # A continuous trigger's epochs start on multiples of its interval of the wall clock (Spark's
+    # ProcessingTimeExecutor): with 1 s epochs the phase of the second a record was handed over in is its
+    # distance from the last epoch boundary. By 100 ms phase: the after-hand-off p99, and the slowest 1 %.
+    phases = by_leg.get("phaseMs", [])
+    if phases:
+        result["afterHandOffP99ByPhase"] = [
+            q([v for v, ph in zip(by_leg["afterHandOff"], phases, strict=True) if lo <= ph < lo + 100], 99)
+            for lo in range(0, 1000, 100)
+        ]
+        result["slowestPercentByPhase"] = [sum(lo <= phases[i] < lo + 100 for i in tail) for lo in range(0, 1000, 100)]
     return result
 
 

@@ -29,6 +29,7 @@ def test_rows_as_the_reader_writes_them_join_the_sinks_records_by_source_positio
     assert by_leg["fetch"] == [4.0, 2.0]
     assert by_leg["inReader"] == [0.5, 0.25]
     assert by_leg["afterHandOff"] == [15.5, 0.75]
+    assert by_leg["phaseMs"] == [4.0, 12.0]  # the millisecond of the second each was handed over in
     # every leg adds up to the engine's
     for i in range(2):
         assert by_leg["fetch"][i] + by_leg["inReader"][i] + by_leg["afterHandOff"][i] == pytest.approx(by_leg["engine"][i])
@@ -36,8 +37,11 @@ def test_rows_as_the_reader_writes_them_join_the_sinks_records_by_source_positio
 
 def test_the_tail_is_told_by_the_slowest_records_legs_not_each_legs_own_tail():
     engine = [float(v) for v in range(1, 201)]
-    by_leg = {"engine": engine, "fetch": [1.0] * 200, "inReader": [0.0] * 200, "afterHandOff": [v - 1 for v in engine]}
+    by_leg = {"engine": engine, "fetch": [1.0] * 200, "inReader": [0.0] * 200, "afterHandOff": [v - 1 for v in engine],
+              "phaseMs": [float(i * 5 % 1000) for i in range(200)]}  # fmt: skip
     result = reader_trace.summary(by_leg)
+    assert result["slowestPercentByPhase"] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 2]  # handed at 990 and 995 ms
+    assert result["afterHandOffP99ByPhase"][0] == 19.0  # phases 0-95 ms: records 1-20, after the hand-off 0-19 ms
     assert result["records"] == 200
     assert result["engine"]["p99"] == 198.0
     assert result["slowestPercent"] == {"engine": 199.5, "fetch": 1.0, "inReader": 0.0, "afterHandOff": 198.5, "records": 2}
