@@ -87,9 +87,10 @@ def test_teardown_removes_only_cluster_rules():
 def test_the_autoscaling_scenario_calibrates_on_warm_batches_not_the_best_one():
     from testbed.cluster.autoscale import warm_rate
 
-    # two JIT-cold batches, then three warm ones: their median, not the lucky best
-    assert warm_rate({0: 210.0, 1: 480.0, 2: 640.0, 3: 771.0, 4: 655.0}) == 655.0
-    assert warm_rate({7: 300.0, 9: 500.0}) == 500.0  # too few seen to drop the cold ones: the best
+    # JIT-cold batches first, then warm ones: the median of the second half, not the lucky best
+    assert warm_rate({0: 210.0, 1: 480.0, 2: 600.0, 3: 640.0, 4: 655.0, 5: 771.0, 6: 650.0, 7: 660.0}) == 657.5
+    assert warm_rate({7: 300.0, 9: 500.0}) == 500.0
+    assert warm_rate({3: 420.0}) == 420.0
 
 
 def test_the_autoscaling_scenario_says_when_the_lag_is_back_for_good():
