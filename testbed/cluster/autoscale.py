@@ -39,7 +39,10 @@ BUSY_MINUTE_S = 70  # the job's busyRatio window (app/monitoring/reporting.py BU
 class Settings:
     window_s: int = 30  # stabilizationWindow (progress is read every few seconds: 3 records fit in it)
     cool_down_s: int = 45
-    catch_up_s: int = 150
+    # A new executor's first batches are JIT-cold on its 500m, and a micro-batch waits for its slowest task: the
+    # lag grows for up to a minute after the scale-up before it falls (it peaked at 46,445 records and was back
+    # 158.8 s after the scale-up with 150 s, the e2e run of 2026-11-29 14:46 UTC).
+    catch_up_s: int = 180
     max_executors: int = 2
     reps: int = 3000
     # per batch: a backlog is worked off in batches of a few seconds, each reported. With the 5 s trigger it
@@ -47,7 +50,7 @@ class Settings:
     # was not on a faster day: two executors did 2,531 rows/s of batch time, the cap 1,600).
     max_offsets: int = 12000
     lag_bound_s: float = 5.0  # the lag is "back" below this many seconds of input
-    high_s: float = 210.0  # the step up lasts this long: a scale-up within the window, then catchUpDuration
+    high_s: float = 240.0  # the step up lasts this long: a scale-up within the window + 30 s, then catchUpDuration
     low_s: float = 100.0  # the step down: longer than coolDown + stabilizationWindow + a few progress reads
 
 
