@@ -99,10 +99,10 @@ def summary(by_leg: dict[str, list[float]], slowest: int = 100) -> dict[str, Any
     # distance from the last epoch boundary. By 100 ms phase: the after-hand-off p99, and the slowest 1 %.
     phases = by_leg.get("phaseMs", [])
     if phases:
-        result["afterHandOffP99ByPhase"] = [
-            q([v for v, ph in zip(by_leg["afterHandOff"], phases, strict=True) if lo <= ph < lo + 100], 99)
-            for lo in range(0, 1000, 100)
-        ]
+        for leg in LEGS:
+            result[f"{leg}P99ByPhase"] = [
+                q([v for v, ph in zip(by_leg[leg], phases, strict=True) if lo <= ph < lo + 100], 99) for lo in range(0, 1000, 100)
+            ]
         result["slowestPercentByPhase"] = [sum(lo <= phases[i] < lo + 100 for i in tail) for lo in range(0, 1000, 100)]
     return result
 
