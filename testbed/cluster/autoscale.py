@@ -6,7 +6,9 @@ cluster that is up and writes its series (rate, lag and executors over time) to 
 
 What one executor can do is measured first, not assumed: every row pays for a hash of a long string
 (HEAVY), so an executor's rate is CPU-bound and small, and the steps are set from the rate measured on
-this machine (a step up to STEP_UP x it, down to STEP_DOWN x it).
+this machine (a step up to STEP_UP x it, down to STEP_DOWN x it). It is measured twice: a backlog gives a
+first figure (calibrate), then a paced overload with the sampler running gives the one the step uses
+(probe): what one executor does beside the same producer and reads as during the step.
 """
 
 from __future__ import annotations
@@ -17,16 +19,22 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from contract import GROUP, LABEL_QUERY, PLURAL, VERSION
 from testbed.cluster.workload import Kafka, Output, Poller, Queries, fraud_spec, payments, wait_output
 from testbed.specs import FRAUD_TRANSFORMS, flagged
 from testbed.wait import wait_for
 
 HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # always true; costs a hash per row
-# x one executor's warm rate: one falls behind; two keep up with room to catch up. On this 2-core node two
-# 500m executors did 1.44-1.48x one (beside the driver, Kafka and the producer), and a step of 1.2x the best
-# calibration batch left them none (the e2e run of 12:28 UTC, docs/benchmarks.md 2d).
-STEP_UP = 1.1
+# x one executor's rate under load (probe): one falls behind; two keep up with room to catch up. On this
+# 2-core node two 500m executors did 1.44-1.71x one (beside the driver, Kafka and the producer). 1.1x of a
+# backlog's rate was both too little and too much on one day: the backlog, worked off with no producer and no
+# sampler beside it, read 1,569-2,103 rows/s, and the same executor then did 1,412-1,470 during the step
+# (docs/benchmarks.md 2d, 2026-11-29). Measured under the step's load, 1.2x leaves a fifth to fall behind by.
+STEP_UP = 1.2
 CALIBRATION_BATCHES = 8
+PROBE_OVER = 1.3  # the probe's rate x the backlog's figure: above what one executor does under load
+PROBE_S = 75.0  # long enough for ~5 full batches after PROBE_WARM_S
+PROBE_WARM_S = 20.0  # the probe's first batches hold the rows of the low rate before it, not full ones
 STEP_DOWN = 0.1
 PARTITIONS = 4  # more than the largest size: each executor gets tasks
 # Without a limit an executor took what the node had idle, and a second one found no more: two did 1.5x
@@ -63,12 +71,14 @@ class Sample:
     executors: int | None  # status.executors: what the driver runs with
     recommended: int | None
     executor_pods: int  # Running executor pods
+    batch: int | None = None  # the progress record's batchId
 
 
 @dataclass
 class StepRun:
     query: str
-    per_executor: float  # rows/s one executor processed per second of batch time, measured
+    per_executor: float  # rows/s one executor processed per second of batch time, under load (probe)
+    calibrated: float  # the backlog's figure, before the probe (what the step was set from until 2026-12-07)
     high_rate: float
     low_rate: float
     samples: list[Sample] = field(default_factory=list)
@@ -124,13 +134,19 @@ def autoscaling_block(s: Settings) -> dict[str, Any]:
 
 
 class Sampler(Poller):
-    """status and executor pods, once a second, in the background."""
+    """status and executor pods, once a second, in the background, through one kept-alive API client: a
+    kubectl process twice a second is CPU the executors then lack on a 2-core node."""
 
     def __init__(self, sq: Queries, name: str):
         super().__init__(f"sample-{name}", 1.0, join_s=10.0)
         self.sq, self.name = sq, name
         self.t0 = time.monotonic()
         self.samples: list[Sample] = []
+        self._api = sq.cluster.api_client()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self._api.close()
 
     def latest(self) -> Sample | None:
         return self.samples[-1] if self.samples else None
@@ -142,14 +158,22 @@ class Sampler(Poller):
             pass
 
     def _sample(self) -> Sample:
-        st = self.sq.status(self.name)
+        from kubernetes import client
+
+        body = client.CustomObjectsApi(self._api).get_namespaced_custom_object(
+            GROUP, VERSION, self.sq.namespace, PLURAL, self.name
+        )
+        st = body.get("status") or {}
         progress, auto = st.get("progress") or {}, st.get("autoscaling") or {}
-        pods = self.sq.kubectl("get", "pods", "-l", f"streamq.io/query={self.name},streamq.io/component=executor",
-                               "-o", "jsonpath={.items[*].status.phase}").stdout.split()  # fmt: skip
+        pods = (
+            client.CoreV1Api(self._api)
+            .list_namespaced_pod(self.sq.namespace, label_selector=f"{LABEL_QUERY}={self.name},streamq.io/component=executor")
+            .items
+        )
         return Sample(t=round(time.monotonic() - self.t0, 1), input_rate=progress.get("inputRowsPerSecond"),
                       processed_rate=progress.get("processedRowsPerSecond"), lag=progress.get("totalLag"),
                       executors=st.get("executors"), recommended=auto.get("recommendedExecutors"),
-                      executor_pods=sum(p == "Running" for p in pods))  # fmt: skip
+                      executor_pods=sum(p.status.phase == "Running" for p in pods), batch=progress.get("batchId"))  # fmt: skip
 
 
 def _executor_pods_running(sq: Queries, name: str, count: int, timeout: float) -> None:
@@ -191,6 +215,29 @@ def warm_rate(by_batch: dict[int, float]) -> float:
     return statistics.median(rates[len(rates) // 2 :])
 
 
+def probe(sq: Queries, kafka: Kafka, name: str, source: str, records: list[tuple[str, str]], rate: float) -> float:
+    """One executor's rate under the step's load: ``records`` paced at ``rate`` (above what it does) with the
+    sampler reading beside it, as during the step; the median rate of its batches after PROBE_WARM_S. Then
+    until the probe's backlog is worked off, so the low rate after it starts from no lag."""
+    with Sampler(sq, name) as sampler:
+        kafka.produce_paced(source, records, rate).join()
+        samples = list(sampler.samples)
+    measured = loaded_rate(samples, since=PROBE_WARM_S)
+    if measured is None:
+        raise AssertionError(f"no batch of one executor after {PROBE_WARM_S:g}s of the probe\n{sq.describe(name)}")
+    wait_for(lambda: (sq.status(name).get("progress") or {}).get("totalLag") == 0, 420,
+             lambda: f"the probe's backlog worked off\n{sq.describe(name)}", interval=2, ignore=(Exception,))  # fmt: skip
+    return measured
+
+
+def loaded_rate(samples: list[Sample], since: float) -> float | None:
+    """The median processed rate of the distinct batches one executor ran from ``since`` on (a record is
+    read once a second and a batch lasts several: each counts once)."""
+    by_batch = {x.batch: x.processed_rate for x in samples
+                if x.t >= since and x.batch is not None and x.processed_rate and x.executor_pods == 1}  # fmt: skip
+    return statistics.median(by_batch.values()) if by_batch else None
+
+
 def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRun:
     s = s or Settings()
     name = sq.name("autoscale")
@@ -200,9 +247,13 @@ def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRu
     sq.wait_running(name, timeout=420)
     _executor_pods_running(sq, name, 1, 300)
     produced = payments(CALIBRATION_BATCHES * s.max_offsets)  # full batches: JIT-cold ones, then the measured ones
-    per_executor = calibrate(sq, kafka, name, source, produced)
+    calibrated = calibrate(sq, kafka, name, source, produced)
+    probed = payments(int(PROBE_OVER * calibrated * PROBE_S), start=len(produced))
+    produced += probed
+    per_executor = probe(sq, kafka, name, source, probed, PROBE_OVER * calibrated)
     high, low = STEP_UP * per_executor, STEP_DOWN * per_executor
-    run = StepRun(query=name, per_executor=round(per_executor, 1), high_rate=round(high, 1), low_rate=round(low, 1))
+    run = StepRun(query=name, per_executor=round(per_executor, 1), calibrated=round(calibrated, 1),
+                  high_rate=round(high, 1), low_rate=round(low, 1))  # fmt: skip
     # Steady at the low rate first, autoscaling on once the calibration's batches are out of the newest record,
     # for a window then: the step up starts from a query that holds at one executor.
     # The job's busyRatio covers its last minute: a shorter wait leaves the calibration's full batches in it, and

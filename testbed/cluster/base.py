@@ -124,6 +124,13 @@ class Cluster(ABC):
             raise KubectlError(proc.returncode, argv, proc.stdout, proc.stderr)
         return proc
 
+    def api_client(self):
+        """A ``kubernetes.client.ApiClient`` on the kubeconfig: for readers that poll often (a kubectl
+        process each time costs the node's CPU)."""
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig))
+
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 

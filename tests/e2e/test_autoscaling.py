@@ -2,7 +2,8 @@
 warm upgrade to a driver of the new size in continuous mode.
 
 One executor (one task at a time on 500m of CPU, its request and its limit) cannot keep up once the input
-steps up to 1.1x its warm rate (measured first: the median of the second half of eight full batches: the first run JIT-cold); the
+steps up to 1.2x its rate under load (measured first: a backlog's warm batches give a first figure, then a paced
+overload above it, with the sampler reading as during the step, gives the one the step uses); the
 operator recommends two, writes it on the driver pod, and the driver asks Spark for the second executor: no
 restart. The lag comes back below 5 s of input within catchUpDuration of the scale-up, while the step lasts. Once the input steps down to a tenth, it goes back to
 one after coolDown. Every flagged payment comes out; duplicates are counted. The scenario is testbed/cluster/autoscale.py; `bench.autoscale` runs it and plots it.

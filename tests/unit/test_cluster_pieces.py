@@ -93,6 +93,21 @@ def test_the_autoscaling_scenario_calibrates_on_warm_batches_not_the_best_one():
     assert warm_rate({3: 420.0}) == 420.0
 
 
+def test_the_autoscaling_scenario_sets_its_step_from_one_executors_batches_under_load():
+    from testbed.cluster.autoscale import Sample, loaded_rate
+
+    def at(t: float, batch: int | None, rate: float | None, pods: int = 1) -> Sample:
+        return Sample(
+            t=t, input_rate=None, processed_rate=rate, lag=0, executors=1, recommended=1, executor_pods=pods, batch=batch
+        )
+
+    series = [at(5, 3, 300.0), at(21, 4, 1400.0), at(22, 4, 1400.0), at(23, 4, 1400.0), at(30, 5, 1450.0),
+              at(38, 6, 1500.0), at(40, None, None), at(45, 7, 2900.0, pods=2)]  # fmt: skip
+    # each batch once however many seconds it was the newest record; before the warm-up and with two pods: not
+    assert loaded_rate(series, since=20) == 1450.0
+    assert loaded_rate(series, since=50) is None
+
+
 def test_the_autoscaling_scenario_says_when_the_lag_is_back_for_good():
     from testbed.cluster.autoscale import Sample, _back_below
 
@@ -110,7 +125,7 @@ def _step_run(**changes):
     def at(t: float, pods: int, rate: float, lag: int) -> Sample:
         return Sample(t=t, input_rate=None, processed_rate=rate, lag=lag, executors=pods, recommended=pods, executor_pods=pods)
 
-    run = StepRun(query="q", per_executor=700.0, high_rate=770.0, low_rate=70.0,
+    run = StepRun(query="q", per_executor=700.0, calibrated=760.0, high_rate=770.0, low_rate=70.0,
                   samples=[at(5, 1, 300, 4000), at(15, 1, 640, 6000), at(25, 1, 650, 8000), at(40, 2, 930, 9000),
                            at(120, 2, 940, 2000), at(240, 1, 300, 100)],
                   scaled_up_after_s=28.0, lag_back_after_s=80.0, processed_by_size={1: 600.0, 2: 935.0},
