@@ -141,8 +141,13 @@ def group_name(name: str) -> str:
     return name
 
 
+PHASES = 10  # 100 ms phases of the wall clock's second: continuous epochs start on whole seconds
+
+
 class ProcWatch(threading.Thread):
-    """Samples which threads are runnable, every period_s, until stopped."""
+    """Samples which threads are runnable, every period_s, until stopped: over the window, and by the
+    100 ms phase of the wall clock's second the sample fell in (what runs or waits for a CPU right
+    after an epoch boundary, against the rest of the second)."""
 
     def __init__(self, pids: dict[str, int], period_s: float = 0.02):
         super().__init__(daemon=True)
@@ -150,19 +155,44 @@ class ProcWatch(threading.Thread):
         self.counts: dict[str, collections.Counter] = {k: collections.Counter() for k in pids}
         self.total: dict[str, int] = collections.Counter()
         self.samples = 0
+        self.by_phase: dict[str, collections.Counter] = {k: collections.Counter() for k in pids}  # (tid, phase)
+        self.phase_samples: collections.Counter = collections.Counter()
         self._halt = threading.Event()
 
     def run(self) -> None:
         while not self._halt.wait(self.period_s):
             self.samples += 1
+            phase = int(time.time() % 1 * PHASES)
+            self.phase_samples[phase] += 1
             for role, pid in self.pids.items():
                 rs = runnable(pid)
                 self.total[role] += len(rs)
                 self.counts[role].update(rs)
+                self.by_phase[role].update((tid, phase) for tid in rs)
 
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
+
+
+def runnable_by_phase(by_phase: collections.Counter, phase_samples: collections.Counter, names: dict[int, str],
+                      comms: dict[int, str], top: int = 8) -> dict[str, Any]:  # fmt: skip
+    """Mean runnable threads (on a CPU or waiting for one) by 100 ms phase of the second, for a process and
+    for its kinds of thread, the ones most runnable in the first 200 ms against the rest first: who holds or
+    wants the CPUs right after an epoch boundary."""
+    groups: dict[str, list[float]] = collections.defaultdict(lambda: [0.0] * PHASES)
+    for (tid, phase), n in by_phase.items():
+        groups[group_name(names.get(tid) or comms.get(tid) or str(tid))][phase] += n
+    mean = {g: [round(v[p] / phase_samples[p], 3) if phase_samples[p] else 0.0 for p in range(PHASES)]
+            for g, v in groups.items()}  # fmt: skip
+
+    def excess(row: list[float]) -> float:
+        return sum(row[:2]) / 2 - sum(row[2:]) / (PHASES - 2)
+
+    total = [round(sum(row[p] for row in mean.values()), 3) for p in range(PHASES)]
+    rows = sorted(mean.items(), key=lambda kv: -excess(kv[1]))[:top]
+    return {"all": total, "samplesByPhase": [phase_samples[p] for p in range(PHASES)],
+            "threads": [{"thread": g, "byPhase": row, "first200msExcess": round(excess(row), 3)} for g, row in rows]}  # fmt: skip
 
 
 def thread_table(before: dict, after: dict, names: dict[int, str], window_s: float, runnable_counts: collections.Counter,
@@ -571,6 +601,11 @@ def profile(args) -> dict[str, Any]:
         result["perThread"] = {role: thread_table(before[role], after[role], names if role == "jobJvm" else {}, window_s,
                                                   watch.counts[role], watch.samples)[: args.top]
                                for role in after}  # fmt: skip
+        result["runnableByPhase"] = {
+            role: runnable_by_phase(watch.by_phase[role], watch.phase_samples, names if role == "jobJvm" else {},
+                                    {tid: v[0] for tid, v in after[role].items()})
+            for role in after
+        }  # fmt: skip
         if jfr_path.exists():
             result["jfr"] = summarise_jfr(jfr_path, window_s)
         result["latencyShape"] = latency_shape(run, wall0, wall1, result.get("jfr", {}).get("gc", {}).get("pauses", []))
@@ -631,6 +666,11 @@ def print_summary(r: dict[str, Any]) -> None:
         for row in rows[:12]:
             print(f"  {row['thread'][:70]:70} x{row['threads']:<3} {row['cpuCores']:6.3f} {row['waitingForCpu']:6.3f} "
                   f"{row['runnableAvg']:6.3f} {row['blocksPerS']:8.1f}/s")  # fmt: skip
+    for role, v in r.get("runnableByPhase", {}).items():
+        print(f"\n{role}: runnable threads by 100 ms phase of the second (the first two follow an epoch boundary)")
+        print(f"  {'all':60} {' '.join(f'{x:5.2f}' for x in v['all'])}")
+        for row in v["threads"][:5]:
+            print(f"  {row['thread'][:60]:60} {' '.join(f'{x:5.2f}' for x in row['byPhase'])}")
     jfr = r.get("jfr", {})
     if jfr:
         print(f"\nJFR execution samples: {jfr['executionSamples']['total']}")
