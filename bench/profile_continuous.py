@@ -220,10 +220,16 @@ JFC_OVERRIDES = {"jdk.ThreadPark": "0 ms", "jdk.JavaMonitorWait": "0 ms", "jdk.J
                  "jdk.SocketRead": "0 ms", "jdk.SocketWrite": "0 ms"}  # fmt: skip
 
 
-def make_jfc(workdir: Path) -> Path:
+# --jfr-compiles: the JDK's low-overhead settings (no park, wait or socket events: those perturbed a run into
+# falling behind), with every JIT compilation and deoptimization recorded: what the compilers do right after an
+# epoch boundary, where the runnable threads by phase found them busy.
+LIGHT_JFC_OVERRIDES = {"jdk.Compilation": "0 ms"}
+
+
+def make_jfc(workdir: Path, light: bool = False) -> Path:
     java_home = Path(os.path.realpath(shutil.which("java"))).parents[1]
-    text = (java_home / "lib" / "jfr" / "profile.jfc").read_text()
-    for event, threshold in JFC_OVERRIDES.items():
+    text = (java_home / "lib" / "jfr" / ("default.jfc" if light else "profile.jfc")).read_text()
+    for event, threshold in (LIGHT_JFC_OVERRIDES if light else JFC_OVERRIDES).items():
         text = re.sub(rf'(<event name="{event}">.*?<setting name="threshold"[^>]*>)[^<]*(</setting>)',
                       rf"\g<1>{threshold}\g<2>", text, flags=re.S)  # fmt: skip
     for event in ("jdk.ExecutionSample", "jdk.NativeMethodSample"):
@@ -331,10 +337,43 @@ def summarise_jfr(jfr: Path, window_s: float) -> dict[str, Any]:
         callers[next((frame_name(f) for f in frames if "spark" in f.get("method", {}).get("type", {}).get("name", "")), "?")] += 1
     summary["processStarts"] = {"count": len(spawns), "perS": round(len(spawns) / window_s, 1),
                                 "commands": verbs.most_common(6), "sparkCallers": callers.most_common(4)}  # fmt: skip
+    summary["compiles"] = compiles_by_phase(jfr_events(jfr, "jdk.Compilation", depth=1),
+                                            jfr_events(jfr, "jdk.Deoptimization", depth=1))  # fmt: skip
     summary["gc"] = {"collections": len(gcs), "names": sorted({e["values"].get("name", "?") for e in gcs}),
                      "pauseTotalMs": round(sum(pauses), 1), "pauseMaxMs": round(max(pauses), 2) if pauses else 0,
                      "pauseP50Ms": round(percentile(pauses, 50, presorted=True), 2) if pauses else 0, "pauses": pause_list}  # fmt: skip
     return summary
+
+
+def compiles_by_phase(compiles: list[dict], deopts: list[dict], top: int = 15) -> dict[str, Any]:
+    """JIT compilations and deoptimizations by 100 ms phase of the second they started in, and the methods
+    compiled most often in the first 200 ms (a method compiled again and again was thrown away between)."""
+
+    def phase(e: dict) -> int:
+        return int(iso_ns(e["values"].get("startTime")) % 10**9 * PHASES // 10**9)
+
+    def method(e: dict) -> str:
+        m = e["values"].get("method") or {}
+        return f"{(m.get('type') or {}).get('name', '?')}.{m.get('name', '?')}"
+
+    count, ms = [0] * PHASES, [0.0] * PHASES
+    early: collections.Counter = collections.Counter()
+    everywhere: collections.Counter = collections.Counter()
+    for e in compiles:
+        p = phase(e)
+        count[p] += 1
+        ms[p] += duration_ms(e["values"].get("duration"))
+        everywhere[method(e)] += 1
+        if p < 2:
+            early[method(e)] += 1
+    deopt = [0] * PHASES
+    reasons: collections.Counter = collections.Counter()
+    for e in deopts:
+        deopt[phase(e)] += 1
+        reasons[f"{e['values'].get('reason', '?')} {method(e)}"] += 1
+    return {"compiles": len(compiles), "byPhase": count, "compileMsByPhase": [round(x, 1) for x in ms],
+            "deoptimizations": len(deopts), "deoptsByPhase": deopt, "topDeopts": reasons.most_common(top),
+            "first200msTop": [[m, n, everywhere[m]] for m, n in early.most_common(top)]}  # fmt: skip
 
 
 def iso_ns(text: Any) -> int:
@@ -537,7 +576,7 @@ def profile(args) -> dict[str, Any]:
                                                                  text=True).stdout if jvm else "")  # fmt: skip
         jfr_path = workdir / "job.jfr"
         if jvm and not args.no_jfr:
-            jfc = make_jfc(workdir)
+            jfc = make_jfc(workdir, light=args.jfr_compiles)
             subprocess.run(["jcmd", str(jvm), "JFR.start", "name=streamq", f"settings={jfc}", f"filename={jfr_path}"],
                            capture_output=True, timeout=60)  # fmt: skip
         tools: list[subprocess.Popen] = []
@@ -685,6 +724,11 @@ def print_summary(r: dict[str, Any]) -> None:
         gc = {k: v for k, v in jfr.get("gc", {}).items() if k != "pauses"}
         print(f"\nGC: {gc}")
         print(f"process starts: {jfr.get('processStarts')}")
+        c = jfr.get("compiles", {})
+        print(f"JIT compiles by phase of the second: {c.get('byPhase')} ({c.get('compileMsByPhase')} ms); "
+              f"deoptimizations {c.get('deoptsByPhase')}")  # fmt: skip
+        for m, n, total in c.get("first200msTop", [])[:10]:
+            print(f"    {n:5} of {total:5} {m[:140]}")
         print("\nJFR native waits (thread: [(Kafka call, samples x 10 ms)]):")
         for t, rows in jfr.get("nativeWaits", {}).get("byThread", {}).items():
             print(f"  {t[:60]:60} {rows[:4]}")
@@ -723,6 +767,9 @@ def main(
     workdir: Annotated[str, typer.Option(help="where the profiles and captures are kept")] = "/tmp/latency-work",
     out: Annotated[str, typer.Option(help="the folder of the results file")] = str(ATTR_DIR),
     no_jfr: Annotated[bool, typer.Option("--no-jfr", help="no Java Flight Recorder of the job's JVM")] = False,
+    jfr_compiles: Annotated[
+        bool, typer.Option("--jfr-compiles", help="JFR with the JDK's default settings and every JIT compile recorded")
+    ] = False,
     no_pyspy: Annotated[bool, typer.Option("--no-pyspy", help="no py-spy of the Python processes")] = False,
     no_tcpdump: Annotated[bool, typer.Option("--no-tcpdump", help="no capture of the Kafka traffic")] = False,
     reader_trace: Annotated[
