@@ -31,7 +31,7 @@ HEAVY = "length(sha2(repeat(CAST(value AS STRING), {reps}), 512)) = 128"  # alwa
 # sampler beside it, read 1,569-2,103 rows/s, and the same executor then did 1,412-1,470 during the step
 # (docs/benchmarks.md 2d, 2026-11-29). Measured under the step's load, 1.2x leaves a fifth to fall behind by.
 STEP_UP = 1.2
-CALIBRATION_BATCHES = 8
+CALIBRATION_BATCHES = 4  # full batches of max_offsets: the probe after them sets the step, so a rough figure will do
 PROBE_OVER = 1.3  # the probe's rate x the backlog's figure: above what one executor does under load
 PROBE_S = 75.0  # long enough for ~5 full batches after PROBE_WARM_S
 PROBE_WARM_S = 20.0  # the probe's first batches hold the rows of the low rate before it, not full ones
@@ -40,6 +40,8 @@ PARTITIONS = 4  # more than the largest size: each executor gets tasks
 # Without a limit an executor took what the node had idle, and a second one found no more: two did 1.5x
 # one, less than the step (bench/results/autoscale-20261128T172635Z.json). With one, each gets its own.
 EXECUTOR_CPU = "500m"
+TRIGGER_S = 5
+CAP_ROOM = 0.7  # the step at most this share of what the trigger lets through: two executors catch up above it
 BUSY_MINUTE_S = 70  # the job's busyRatio window (app/monitoring/reporting.py BUSY_WINDOW_S, 60 s), plus a few batches
 
 
@@ -54,9 +56,11 @@ class Settings:
     max_executors: int = 2
     reps: int = 3000
     # per batch: a backlog is worked off in batches of a few seconds, each reported. With the 5 s trigger it
-    # also caps the rate at max_offsets / 5 rows/s whatever the executors: above what two can do here (8,000
-    # was not on a faster day: two executors did 2,531 rows/s of batch time, the cap 1,600).
-    max_offsets: int = 12000
+    # also caps the rate at max_offsets / 5 rows/s whatever the executors, and that cap must stay well above
+    # the step: 8,000 (1,600/s) was not on a faster day (two executors did 2,531 rows/s of batch time), nor
+    # 12,000 (2,400/s) on a faster one still: one executor did 2,191 under load, the step went to 2,630/s,
+    # above the cap, and the lag could not come back (the e2e run of 2026-12-07 20:31 UTC). 24,000: 4,800/s.
+    max_offsets: int = 24000
     lag_bound_s: float = 5.0  # the lag is "back" below this many seconds of input
     high_s: float = 240.0  # the step up lasts this long: a scale-up within the window + 30 s, then catchUpDuration
     low_s: float = 100.0  # the step down: longer than coolDown + stabilizationWindow + a few progress reads
@@ -105,7 +109,7 @@ def autoscaled_spec(source: str, sink: str, checkpoint_dir: str, s: Settings) ->
         # Every batch costs a small executor a fixed time whatever its rows (4 tasks, one at a time; ~1.5 s on
         # 300m): with a 2 s trigger it was 72-89% busy at the low rate, and the decision rightly wanted two
         # before the step (bench/results/autoscale-20261129T103659Z.json). 5 s batches leave the low rate to one.
-        "trigger": {"microBatch": {"interval": "5s"}},
+        "trigger": {"microBatch": {"interval": f"{TRIGGER_S}s"}},
         "transforms": [{"where": HEAVY.format(reps=s.reps)}, *FRAUD_TRANSFORMS],
         "source.kafka.options": {"maxOffsetsPerTrigger": str(s.max_offsets)},
         # The first batches on a small executor, its JIT cold, take over a minute: slow, not stalled (at the
@@ -247,11 +251,16 @@ def run(cluster, kafka: Kafka, sq: Queries, s: Settings | None = None) -> StepRu
     sq.wait_running(name, timeout=420)
     _executor_pods_running(sq, name, 1, 300)
     produced = payments(CALIBRATION_BATCHES * s.max_offsets)  # full batches: JIT-cold ones, then the measured ones
+    # the step must stay below what the trigger lets through (max_offsets a 5 s batch), or no size catches up
     calibrated = calibrate(sq, kafka, name, source, produced)
     probed = payments(int(PROBE_OVER * calibrated * PROBE_S), start=len(produced))
     produced += probed
     per_executor = probe(sq, kafka, name, source, probed, PROBE_OVER * calibrated)
     high, low = STEP_UP * per_executor, STEP_DOWN * per_executor
+    cap = s.max_offsets / TRIGGER_S
+    if high > CAP_ROOM * cap:
+        raise AssertionError(f"the step ({high:.0f}/s) leaves no room below what the trigger lets through "
+                             f"({s.max_offsets} a {TRIGGER_S}s batch: {cap:.0f}/s): raise Settings.max_offsets")  # fmt: skip
     run = StepRun(query=name, per_executor=round(per_executor, 1), calibrated=round(calibrated, 1),
                   high_rate=round(high, 1), low_rate=round(low, 1))  # fmt: skip
     # Steady at the low rate first, autoscaling on once the calibration's batches are out of the newest record,
