@@ -131,3 +131,24 @@ def test_every_figure_of_a_window_is_the_one_percentile_never_an_interpolation()
 def test_the_median_of_an_even_number_of_repetitions_is_the_lower_middle_one():
     reps = [window(rows([lat] * 10), 0, 10, lambda s: True) for lat in (3.0, 9.0, 4.0, 8.0)]
     assert over_repetitions(reps)["p50"] == {"median": 4.0, "min": 3.0, "max": 9.0}
+
+
+def test_the_boundary_split_finds_a_stall_in_the_first_fifth_of_each_second_and_in_which_leg():
+    # 2,000 records 1 ms apart over 2 s: those due 0-50 ms into a second wait 30 ms inside the engine
+    data = rows([1.0] * 2000, apart_ns=MS, due0=10_000 * 1000 * MS)
+    stalled = (data[:, 1] // MS) % 1000 < 50
+    data[stalled, 3] += 30  # sink send 30 ms later
+    data[stalled, 2] += 30 * MS  # so received 30 ms later
+    b = window(data, 0, 2000, lambda s: True)["boundaryMs"]
+    assert b["p99First"]["total"] == pytest.approx(31.0, abs=0.5) and b["p99Rest"]["total"] == pytest.approx(1.0, abs=0.5)
+    assert b["p99First"]["sourceAppendToSinkSend"] > 30 > b["p99Rest"]["sourceAppendToSinkSend"]
+    assert b["p99First"]["dueToSourceAppend"] == b["p99Rest"]["dueToSourceAppend"]  # the input leg is untouched
+    assert b["slowest1pctShareFirst"] == 1.0
+    assert b["slowest1pctShareFirstByLeg"]["sourceAppendToSinkSend"] == 1.0
+
+
+def test_without_a_boundary_effect_the_first_fifth_holds_a_fifth_of_the_slowest():
+    rng = np.random.default_rng(7)
+    data = rows(list(rng.exponential(2.0, 10_000)), apart_ns=MS, due0=10_000 * 1000 * MS)
+    b = window(data, 0, 10_000, lambda s: True)["boundaryMs"]
+    assert 0.1 < b["slowest1pctShareFirst"] < 0.3
