@@ -28,14 +28,19 @@ BASE_CONF = {
 }
 
 
-# On a local filesystem (a path, a PVC) rename is atomic, and the FileSystem-based
-# manager writes a checkpoint file without the chmod/readlink processes Hadoop's
-# FileContext forks for each one: 25 -> 5 process starts a second in continuous mode,
-# and more records through under load (docs/latency-attribution.md, cause 3 and its A/B).
-LOCAL_CHECKPOINT_CONF = {
-    "spark.sql.streaming.checkpointFileManagerClass":
-        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-}  # fmt: skip
+# On a local filesystem (a path, a PVC) rename is atomic, and a checkpoint file can be written without
+# the chmod/readlink processes Hadoop's FileContext forks for each one. Spark's FileSystem-based manager
+# cut them 25 -> 5 a second in continuous mode (docs/latency-attribution.md, cause 3 and its A/B);
+# streamq's own (jvm/reader) forks none, which took about 3 ms off the engine's p99 at 10k/s ("The
+# epoch boundary by thread"). Ours needs the reader's jar: without it (`make run` on the rate example
+# installs no jars), Spark's.
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+STREAMQ_LOCAL_CHECKPOINT_MANAGER = "io.streamq.checkpoint.LocalCheckpointFileManager"
+SPARK_FS_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+
+def local_checkpoint_conf(with_reader_jar: bool) -> dict[str, str]:
+    return {CHECKPOINT_MANAGER_KEY: STREAMQ_LOCAL_CHECKPOINT_MANAGER if with_reader_jar else SPARK_FS_CHECKPOINT_MANAGER}
 
 
 # spec.runtime.sparkUI: the web UI on 4040 (the operator's <query>-ui Service points there), and
@@ -63,22 +68,29 @@ SPARK_UI_CONF = {
 }
 
 
+JAR_FOLDERS = (  # (the env var that overrides it, its folder under the cache's jars/)
+    (JARS_DIR_ENV, "spark-kafka"),
+    (S3A_JARS_DIR_ENV, "s3a"),
+    (FENCE_JARS_DIR_ENV, "fence"),
+    (READER_JARS_DIR_ENV, "reader"),
+)
+
+
+def _jars_in(env: str, default: str) -> list[str]:
+    cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
+    folder = Path(os.environ.get(env) or cache / "jars" / default)
+    return sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
+
+
 def connector_jars() -> list[str]:
     """Spark's Kafka connector jars, Hadoop's S3A filesystem with the AWS SDK modules it loads, the
-    driver's write fence and streamq's own continuous Kafka source (``streamq-kafka``, jvm/reader),
-    installed by hack/install-jars.sh (baked into the image)."""
-    cache = Path(os.environ.get("STREAMQ_CACHE") or Path.home() / ".cache" / "streamq")
-    found: list[str] = []
-    folders = (
-        (JARS_DIR_ENV, "spark-kafka"),
-        (S3A_JARS_DIR_ENV, "s3a"),
-        (FENCE_JARS_DIR_ENV, "fence"),
-        (READER_JARS_DIR_ENV, "reader"),
-    )
-    for env, default in folders:
-        folder = Path(os.environ.get(env) or cache / "jars" / default)
-        found += sorted(str(p) for p in folder.glob("*.jar")) if folder.is_dir() else []
-    return found
+    driver's write fence and streamq's own continuous Kafka source (``streamq-kafka``, jvm/reader, with
+    the local checkpoint manager), installed by hack/install-jars.sh (baked into the image)."""
+    return [jar for env, default in JAR_FOLDERS for jar in _jars_in(env, default)]
+
+
+def has_reader_jar() -> bool:
+    return bool(_jars_in(READER_JARS_DIR_ENV, "reader"))
 
 
 def s3a_conf(spec: QuerySpec) -> dict[str, str]:
@@ -104,7 +116,7 @@ def spark_conf(spec: QuerySpec, slots: int | None = None) -> dict[str, str]:
     """``slots``: local[N] as sized for the source's partitions (the job knows them at start)."""
     conf = dict(BASE_CONF)
     if local_path(spec.checkpoint.location) is not None:
-        conf.update(LOCAL_CHECKPOINT_CONF)
+        conf.update(local_checkpoint_conf(has_reader_jar()))
     if spec.runtime.spark_ui:
         conf.update(SPARK_UI_CONF)
     conf.update(s3a_conf(spec))

@@ -1,7 +1,8 @@
 """streamq's own continuous-mode Kafka source (jvm/reader, spec.source.kafka.reader: streamq) on a
 real broker: the fraud filter's exact output, a checkpoint handed from Spark's reader to it and
 back, a SIGKILL mid-stream, partitions added while it runs, records or a topic deleted
-(failOnDataLoss), the broker down and back, and SASL credentials from the Secret (issue #43).
+(failOnDataLoss), the broker down and back, and SASL credentials from the Secret (issue #43). And the
+local checkpoint manager the reader's jar carries: a checkpoint moved between it and Spark's.
 
 The integration tier runs what issue #43 names (the exact output, the checkpoint handed over and
 back, a SIGKILL, partitions added); the failure paths are marked slow:
@@ -98,6 +99,52 @@ def test_a_checkpoint_moves_from_sparks_reader_to_streamq_and_back(spark, kafka_
         assert sum(ends.values()) == len(sent)
 
 
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+MANAGERS = (  # by the name a run is known by in failures, the class (None: Spark's default, FileContext-based)
+    ("Spark's FileContext manager", None),
+    ("streamq's", "io.streamq.checkpoint.LocalCheckpointFileManager"),
+    ("Spark's FileSystem manager", "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"),
+    ("streamq's again", "io.streamq.checkpoint.LocalCheckpointFileManager"),
+)
+
+
+def _log_files(checkpoint) -> set:
+    return {p for log in ("offsets", "commits") for p in (checkpoint / log).glob("[0-9]*")}
+
+
+def test_a_local_checkpoint_moves_between_sparks_checkpoint_managers_and_streamqs(spark, kafka_broker, kafka_topic, tmp_path):
+    """streamq's checkpoint manager (jvm/reader, the job's default for a local checkpoint) writes what Spark's
+    managers read and the other way round: each run resumes where the last committed, reads nothing again
+    and leaves no temporary file. Spark's managers write a .crc beside each file, streamq's none: that
+    tells which one wrote a run's files."""
+    source, sink, ck = kafka_topic(partitions=2), kafka_topic(), tmp_path / "ck"
+    sent: list = []
+    try:
+        for run, (name, manager) in enumerate(MANAGERS):
+            spark.conf.unset(CHECKPOINT_MANAGER) if manager is None else spark.conf.set(CHECKPOINT_MANAGER, manager)
+            before = _log_files(ck)
+            batch = payments(N, start=run * N)
+            kafka_broker.produce(source, batch)
+            sent += batch
+            query = _start(spark, _spec(kafka_broker, source, sink, ck, reader="spark"), f"q-{sink}-{run}")
+            try:
+                out = kafka_broker.wait_for_records(sink, set(flagged(sent)), timeout=120)
+                ends = _wait_until_all_committed(ck, kafka_broker, source)
+                assert query.exception() is None, query.exception()
+            finally:
+                query.stop()
+            _exact(out, set(flagged(sent)))
+            assert sum(n - 1 for n in Counter(out).values()) == 0, f"run {run} ({name}) read again what the last run committed"
+            assert sum(ends.values()) == len(sent)
+            written = _log_files(ck) - before
+            with_crc = {f for f in written if (f.parent / f".{f.name}.crc").exists()}
+            expected_crc = set() if manager and "streamq" in manager else written
+            assert written and with_crc == expected_crc, (name, sorted(f.name for f in written), sorted(f.name for f in with_crc))
+            assert not [p for p in ck.rglob("*") if p.name.endswith(".tmp")], f"{name} left temporary files"
+    finally:
+        spark.conf.unset(CHECKPOINT_MANAGER)
+
+
 def test_sigkill_mid_stream_loses_nothing(kafka_broker, kafka_topic, tmp_path):
     source, sink = kafka_topic(partitions=2), kafka_topic()
     spec_path = write_resource(tmp_path / "q.yaml", "reader", _spec(kafka_broker, source, sink, tmp_path / "ck"))
@@ -114,6 +161,8 @@ def test_sigkill_mid_stream_loses_nothing(kafka_broker, kafka_topic, tmp_path):
     out, expected, code, log = resume_and_collect(spec_path, tmp_path, producer, kafka_broker, sink, flagged)
     _exact(out, expected)
     assert code == ExitCode.OK, log[-3000:]
+    # the job wrote its local checkpoint with streamq's manager (no .crc beside a file: Spark's write one)
+    assert not list((tmp_path / "ck" / "offsets").glob(".*.crc")), sorted(p.name for p in (tmp_path / "ck" / "offsets").iterdir())
     print(f"SIGKILL: {len(producer.sent)} payments, {len(expected)} flagged, {len(out)} written, "
           f"{sum(n - 1 for n in Counter(out).values())} duplicates")  # fmt: skip
 

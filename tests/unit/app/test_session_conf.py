@@ -51,6 +51,20 @@ def test_local_checkpoints_skip_hadoops_forking_file_manager(location, local):
     assert ("spark.sql.streaming.checkpointFileManagerClass" in conf) is local
 
 
+@pytest.mark.parametrize(("reader_jar", "manager"), [
+    (True, "io.streamq.checkpoint.LocalCheckpointFileManager"),
+    (False, "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"),
+])  # fmt: skip
+def test_a_local_checkpoint_is_written_by_streamqs_manager_when_its_jar_is_there(monkeypatch, tmp_path, reader_jar, manager):
+    (tmp_path / "reader").mkdir()
+    if reader_jar:
+        (tmp_path / "reader" / "streamq-reader.jar").write_text("")
+    monkeypatch.setenv("STREAMQ_READER_JARS_DIR", str(tmp_path / "reader"))
+    conf = session.spark_conf(validate_spec(with_change(query_spec(), "checkpoint", {"location": "/checkpoints/q"})))
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == manager
+    assert (str(tmp_path / "reader" / "streamq-reader.jar") in conf.get("spark.jars", "").split(",")) is reader_jar
+
+
 def test_spark_ui_is_off_unless_the_spec_asks_then_serves_ui_and_metrics_on_4040():
     assert session.spark_conf(validate_spec(query_spec()))["spark.ui.enabled"] == "false"
     conf = session.spark_conf(validate_spec(with_change(query_spec(), "runtime", {"sparkUI": True})))
