@@ -83,20 +83,27 @@ def test_a_checkpoint_moves_from_sparks_reader_to_streamq_and_back(spark, kafka_
     source, sink, ck = kafka_topic(partitions=2), kafka_topic(), tmp_path / "ck"
     sent: list = []
     for run, reader in enumerate(("spark", "streamq", "spark")):
-        batch = payments(N, start=run * N)
-        kafka_broker.produce(source, batch)
-        sent += batch
-        query = _start(spark, _spec(kafka_broker, source, sink, ck, reader=reader), f"q-{sink}-{run}")
-        try:
-            out = kafka_broker.wait_for_records(sink, set(flagged(sent)), timeout=120)
-            ends = _wait_until_all_committed(ck, kafka_broker, source)
-            assert query.exception() is None, query.exception()
-        finally:
-            query.stop()
-        _exact(out, set(flagged(sent)))
-        duplicates = sum(n - 1 for n in Counter(out).values())
-        assert duplicates == 0, f"run {run} ({reader}) read again {duplicates} records the previous run had committed"
-        assert sum(ends.values()) == len(sent)
+        _one_more_run(spark, kafka_broker, (source, sink, ck), sent, run, reader, reader)
+
+
+def _one_more_run(spark, broker, topics_and_checkpoint, sent: list, run: int, reader: str, name: str) -> None:
+    """N more payments in, then a query on the same checkpoint until it has committed them all: its output
+    is every flagged payment of all runs so far, exactly once (nothing committed before is read again)."""
+    source, sink, ck = topics_and_checkpoint
+    batch = payments(N, start=run * N)
+    broker.produce(source, batch)
+    sent += batch
+    query = _start(spark, _spec(broker, source, sink, ck, reader=reader), f"q-{sink}-{run}")
+    try:
+        out = broker.wait_for_records(sink, set(flagged(sent)), timeout=120)
+        ends = _wait_until_all_committed(ck, broker, source)
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    _exact(out, set(flagged(sent)))
+    duplicates = sum(n - 1 for n in Counter(out).values())
+    assert duplicates == 0, f"run {run} ({name}) read again {duplicates} records the previous run had committed"
+    assert sum(ends.values()) == len(sent)
 
 
 CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
@@ -123,19 +130,7 @@ def test_a_local_checkpoint_moves_between_sparks_checkpoint_managers_and_streamq
         for run, (name, manager) in enumerate(MANAGERS):
             spark.conf.unset(CHECKPOINT_MANAGER) if manager is None else spark.conf.set(CHECKPOINT_MANAGER, manager)
             before = _log_files(ck)
-            batch = payments(N, start=run * N)
-            kafka_broker.produce(source, batch)
-            sent += batch
-            query = _start(spark, _spec(kafka_broker, source, sink, ck, reader="spark"), f"q-{sink}-{run}")
-            try:
-                out = kafka_broker.wait_for_records(sink, set(flagged(sent)), timeout=120)
-                ends = _wait_until_all_committed(ck, kafka_broker, source)
-                assert query.exception() is None, query.exception()
-            finally:
-                query.stop()
-            _exact(out, set(flagged(sent)))
-            assert sum(n - 1 for n in Counter(out).values()) == 0, f"run {run} ({name}) read again what the last run committed"
-            assert sum(ends.values()) == len(sent)
+            _one_more_run(spark, kafka_broker, (source, sink, ck), sent, run, "spark", name)
             written = _log_files(ck) - before
             with_crc = {f for f in written if (f.parent / f".{f.name}.crc").exists()}
             expected_crc = set() if manager and "streamq" in manager else written
